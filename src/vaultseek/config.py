@@ -1,0 +1,133 @@
+"""Settings from `<vault>/.vaultseek/config.toml`, and where the index lives.
+
+The index lives in the vault's hidden `.vaultseek/index.db` by default, so it moves with the vault
+and is skipped by Obsidian; `--db` always overrides.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .chunking import SKIP_SECTIONS, ChunkingParams
+from .errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+INDEX_DIR = ".vaultseek"
+INDEX_FILE = "index.db"
+CONFIG_FILE = "config.toml"
+# Folders never indexed, wherever they appear in the vault.
+ALWAYS_SKIPPED = (".obsidian", ".trash", ".git", "node_modules", INDEX_DIR)
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    include: tuple[str, ...] = ()  # allowlist of folders (relative to the vault); empty = everything
+    exclude: tuple[str, ...] = ()  # extra folders to skip
+    private_folders: tuple[str, ...] = ()  # notes here are never indexed (recorded in the audit table)
+    private_tags: tuple[str, ...] = ("private",)  # notes with one of these tags are never indexed
+    extensions: tuple[str, ...] = (".md", ".markdown")
+    max_file_mb: float = 20.0  # larger notes are skipped with a warning
+    scrub_secrets: bool = True
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    k: int = 10
+    candidates: int = 30  # taken from each list before fusion
+    rrf_k: int = 60
+    bm25_weight: float = 1.0
+    vector_weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Config:
+    index: IndexSettings = field(default_factory=IndexSettings)
+    chunking: ChunkingParams = field(default_factory=ChunkingParams)
+    search: SearchSettings = field(default_factory=SearchSettings)
+    model: str = "potion-base-8M"
+    source: Path | None = None  # the file it was read from, if any
+
+
+def _section(cls: type, raw: Any, name: str) -> Any:
+    if raw is None:
+        return cls()
+    if not isinstance(raw, dict):
+        raise UsageError(f"config: [{name}] must be a table")
+    known = {f.name: f for f in fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in known:
+            raise UsageError(f"config: unknown setting {name}.{key}", hint=f"known settings: {', '.join(known)}")
+        default = getattr(cls(), key)
+        if isinstance(default, tuple):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise UsageError(f"config: {name}.{key} must be a list of strings")
+            value = tuple(value)
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise UsageError(f"config: {name}.{key} must be true or false")
+        elif isinstance(default, (int, float)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise UsageError(f"config: {name}.{key} must be a number")
+            value = type(default)(value)
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+def load_config(vault: Path | None, path: Path | None = None) -> Config:
+    """Read the config for `vault` (or an explicit `path`); defaults when there is none."""
+    if path is None:
+        env = os.environ.get("VAULTSEEK_CONFIG")
+        if env:
+            path = Path(env)
+        elif vault is not None and (vault / INDEX_DIR / CONFIG_FILE).is_file():
+            path = vault / INDEX_DIR / CONFIG_FILE
+    if path is None:
+        return Config()
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"config file not found: {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"config file {path} is not valid TOML: {exc}") from None
+    unknown = set(raw) - {"index", "chunking", "search", "model"}
+    if unknown:
+        raise UsageError(f"config: unknown section(s) {', '.join(sorted(unknown))} in {path}")
+    chunk_raw = raw.get("chunking")
+    chunking = _section(ChunkingParams, chunk_raw, "chunking")
+    if chunking.min_chars < 0 or chunking.max_chars < max(100, chunking.min_chars):
+        raise UsageError("config: chunking.max_chars must be at least 100 and above min_chars")
+    model = raw.get("model", {})
+    if isinstance(model, str):
+        model_name = model
+    elif isinstance(model, dict):
+        model_name = str(model.get("name", Config.model))
+    else:
+        raise UsageError("config: model must be a string or a table with `name`")
+    return Config(
+        index=_section(IndexSettings, raw.get("index"), "index"),
+        chunking=replace(chunking, skip_sections=tuple(s for s in chunking.skip_sections)) if chunk_raw else ChunkingParams(skip_sections=SKIP_SECTIONS),
+        search=_section(SearchSettings, raw.get("search"), "search"),
+        model=model_name,
+        source=path,
+    )
+
+
+def default_db_path(vault: Path) -> Path:
+    return vault / INDEX_DIR / INDEX_FILE
+
+
+def find_vault_upwards(start: Path) -> Path | None:
+    """The nearest folder at or above `start` that holds a vaultseek index."""
+    for folder in (start, *start.parents):
+        if (folder / INDEX_DIR / INDEX_FILE).is_file():
+            return folder
+    return None

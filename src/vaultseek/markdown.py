@@ -1,0 +1,155 @@
+"""Obsidian-flavoured Markdown -> Note: front matter, title, tags, aliases, wiki-links. Pure."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from pathlib import PurePosixPath
+from typing import Any
+
+import yaml
+
+from .types import Note
+
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+HEADING_RE = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+INLINE_TAG_RE = re.compile(r"(?:^|(?<=\s))#([A-Za-z_\u00C0-\uFFFF][\w/\-\u00C0-\uFFFF]*)")
+WIKILINK_RE = re.compile(r"!?\[\[([^\]|#^]+)(?:[#^][^\]|]*)?(?:\|[^\]]*)?\]\]")
+DATE_KEYS = ("date", "created", "updated", "modified")
+
+
+def split_front_matter(text: str) -> tuple[str | None, str, int]:
+    """Split a leading `---` YAML block off `text`.
+
+    Returns (yaml_text or None, body, number of lines the front matter took).
+    """
+    if not text.startswith("---"):
+        return None, text, 0
+    lines = text.split("\n")
+    if lines[0].rstrip() != "---":
+        return None, text, 0
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() in ("---", "..."):
+            return "\n".join(lines[1:i]), "\n".join(lines[i + 1 :]), i + 1
+    return None, text, 0
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v for v in re.split(r"[,\s]+", value) if v]
+    if isinstance(value, (list, tuple, set)):
+        out: list[str] = []
+        for v in value:
+            out.extend(_as_list(v) if isinstance(v, str) else ([str(v)] if v is not None else []))
+        return out
+    return [str(value)]
+
+
+def _clean_tag(tag: str) -> str:
+    return tag.strip().lstrip("#").strip()
+
+
+def _as_date(value: Any) -> str | None:
+    if isinstance(value, (_dt.datetime, _dt.date)):
+        return value.isoformat()[:10]
+    if isinstance(value, str):
+        m = re.match(r"\d{4}-\d{2}-\d{2}", value.strip())
+        return m.group(0) if m else None
+    return None
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "1", "on")
+    return bool(value)
+
+
+def iter_body_lines(body: str):
+    """Yield (line_index, line, in_code) for each line, tracking fenced code blocks."""
+    fence: str | None = None
+    for i, line in enumerate(body.split("\n")):
+        m = FENCE_RE.match(line)
+        if fence is None:
+            if m:
+                fence = m.group(1)
+                yield i, line, True
+                continue
+            yield i, line, False
+        else:
+            yield i, line, True
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip()[len(m.group(1)) :].strip():
+                fence = None
+
+
+def parse_note(path: str, text: str, private_tags: tuple[str, ...] = ("private",)) -> Note:
+    """Parse a note's text. A malformed front matter block is kept as body text, with a warning."""
+    warnings: list[str] = []
+    fm_text, body, fm_lines = split_front_matter(text)
+    meta: dict[str, Any] = {}
+    if fm_text is not None:
+        try:
+            loaded = yaml.load(fm_text, Loader=_SafeLoader)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 2})" if mark is not None else ""
+            warnings.append(f"malformed front matter{where}; indexed as text")
+            body, fm_lines = text, 0
+        else:
+            if isinstance(loaded, dict):
+                meta = {str(k).lower(): v for k, v in loaded.items()}
+            elif loaded is not None:
+                warnings.append("front matter is not a key/value mapping; indexed as text")
+                body, fm_lines = text, 0
+
+    tags = [_clean_tag(t) for t in _as_list(meta.get("tags", meta.get("tag")))]
+    aliases = [str(a).strip() for a in _as_list_keep_spaces(meta.get("aliases", meta.get("alias")))]
+    h1: str | None = None
+    links: list[str] = []
+    for _, line, in_code in iter_body_lines(body):
+        if in_code:
+            continue
+        if h1 is None:
+            m = HEADING_RE.match(line)
+            if m and len(m.group(1)) == 1:
+                h1 = m.group(2).strip()
+        if "#" in line:
+            tags.extend(INLINE_TAG_RE.findall(line))
+        if "[[" in line:
+            links.extend(t.strip() for t in WIKILINK_RE.findall(line))
+
+    fm_title = meta.get("title")
+    explicit_title = str(fm_title).strip() if fm_title not in (None, "") else h1
+    title = explicit_title or PurePosixPath(path).stem
+    seen: set[str] = set()
+    unique_tags = tuple(t for t in tags if t and not (t.lower() in seen or seen.add(t.lower())))
+    date = next((d for d in (_as_date(meta.get(k)) for k in DATE_KEYS) if d), None)
+    private = _truthy(meta.get("private", False)) or any(t.lower() in private_tags for t in unique_tags)
+    return Note(
+        path=path,
+        title=title,
+        body=body,
+        tags=unique_tags,
+        aliases=tuple(a for a in aliases if a),
+        type=str(meta.get("type") or "note").strip() or "note",
+        date=date,
+        private=private,
+        explicit_title=explicit_title,
+        links=tuple(dict.fromkeys(links)),
+        warnings=tuple(warnings),
+        body_start_line=fm_lines + 1,
+    )
+
+
+def _as_list_keep_spaces(value: Any) -> list[str]:
+    """Aliases may contain spaces: only split lists, never strings (except on commas)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value if v is not None]
+    return [str(value)]

@@ -1,0 +1,1 @@
+"""Storage backends. `sqlite.SqliteStore` is the default: one local file, no service."""

@@ -1,0 +1,435 @@
+"""The SQLite store: files, chunks, an FTS5 index and int8 vectors in one database file.
+
+Every connection is opened by `connect()`, which owns the settings (WAL, busy timeout, foreign
+keys). The bundled SQLite of apsw is used because many Pythons' `sqlite3` cannot load extensions
+and ship an old SQLite; we need FTS5 with `contentless_delete` (SQLite 3.43+).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import apsw
+import numpy as np
+
+from ..errors import DatabaseBusy, IndexMissing, SchemaMismatch, VaultseekError
+from ..query import fts_text
+from ..types import Chunk
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 3000
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+FTS_COLUMNS = ("text", "section", "heading_context")
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    mtime_ns INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    title TEXT NOT NULL,
+    type TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    date TEXT,
+    links TEXT NOT NULL DEFAULT '',
+    heading_context TEXT NOT NULL DEFAULT '',
+    indexed_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS files_hash ON files(hash);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    file_id INTEGER NOT NULL REFERENCES files(id),
+    seq INTEGER NOT NULL,
+    section TEXT NOT NULL,
+    body BLOB NOT NULL,
+    start_line INTEGER NOT NULL,
+    chars INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    {", ".join(FTS_COLUMNS)}, content='', contentless_delete=1, tokenize='{FTS_TOKENIZER}'
+);
+CREATE TABLE IF NOT EXISTS vectors (
+    chunk_id INTEGER PRIMARY KEY,
+    embed_hash INTEGER NOT NULL,
+    vec BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS vectors_hash ON vectors(embed_hash);
+CREATE TABLE IF NOT EXISTS excluded (
+    path TEXT PRIMARY KEY,
+    reason TEXT NOT NULL,
+    recorded_at REAL NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class FileState:
+    id: int
+    path: str
+    mtime_ns: int
+    size: int
+    hash: str
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """What the store keeps about a note besides its chunks."""
+
+    path: str
+    mtime_ns: int
+    size: int
+    hash: str
+    title: str
+    type: str
+    tags: tuple[str, ...]
+    date: str | None
+    links: tuple[str, ...] = ()
+    heading_context: str = ""
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    id: int
+    path: str
+    section: str
+    heading_context: str
+    text: str
+    start_line: int
+
+
+def pack_text(text: str) -> bytes:
+    return zlib.compress(text.encode("utf-8"), 6)
+
+
+def unpack_text(blob: bytes) -> str:
+    return zlib.decompress(blob).decode("utf-8")
+
+
+def quantize(vectors: np.ndarray) -> list[bytes]:
+    """float32 unit vectors -> blobs of a float32 scale followed by int8 components."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    peak = np.abs(vectors).max(axis=1)
+    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    q = np.clip(np.rint(vectors / scale[:, None]), -127, 127).astype(np.int8)
+    return [s.tobytes() + row.tobytes() for s, row in zip(scale, q)]
+
+
+def unpack_vectors(blobs: Sequence[bytes], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Blobs written by `quantize` -> (int8 matrix (n, dim), float32 scales (n,))."""
+    if not blobs:
+        return np.zeros((0, dim), dtype=np.int8), np.zeros(0, dtype=np.float32)
+    raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), 4 + dim)
+    scales = np.ascontiguousarray(raw[:, :4]).view(np.float32).reshape(-1)
+    return np.ascontiguousarray(raw[:, 4:]).view(np.int8), scales
+
+
+def connect(path: Path, readonly: bool = False) -> apsw.Connection:
+    """Open the index database with the settings every connection needs."""
+    if readonly:
+        if not path.is_file():
+            raise IndexMissing(f"no index at {path}", hint="run `vaultseek index VAULT` first, or pass --db")
+        flags = apsw.SQLITE_OPEN_READONLY
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    try:
+        conn = apsw.Connection(str(path), flags=flags)
+        conn.setbusytimeout(BUSY_TIMEOUT_MS)
+        if not readonly:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA schema_version").fetchall()  # touches the file: fails now if it is not a database
+    except apsw.NotADBError:
+        raise VaultseekError(f"{path} is not a vaultseek index (not an SQLite database)", hint="pass another --db, or delete the file") from None
+    except apsw.BusyError:
+        raise DatabaseBusy(f"{path} is locked by another process", hint="wait for the other vaultseek to finish and try again") from None
+    except apsw.CantOpenError:
+        raise VaultseekError(f"cannot open {path}", hint="check the path and its permissions") from None
+    return conn
+
+
+class WriterLock:
+    """An advisory lock beside the database, so only one indexer writes at a time."""
+
+    def __init__(self, db_path: Path, wait_seconds: float = 3.0) -> None:
+        self.path = db_path.with_name(db_path.name + ".lock")
+        self.wait_seconds = wait_seconds
+        self._fh: object | None = None
+
+    def __enter__(self) -> "WriterLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")
+        deadline = time.monotonic() + self.wait_seconds
+        while True:
+            try:
+                _lock_file(fh)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    fh.close()
+                    raise DatabaseBusy(
+                        f"another vaultseek process (pid {holder}) is writing to this index",
+                        hint="wait for it to finish, then run this again",
+                    ) from None
+                time.sleep(0.1)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            _unlock_file(self._fh)
+            self._fh.close()  # type: ignore[attr-defined]
+            self._fh = None
+
+
+if os.name == "nt":  # pragma: no cover - exercised on Windows only
+    import msvcrt
+
+    def _lock_file(fh: object) -> None:
+        fh.seek(0)  # type: ignore[attr-defined]
+        msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+
+    def _unlock_file(fh: object) -> None:
+        fh.seek(0)  # type: ignore[attr-defined]
+        msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
+
+else:
+    import fcntl
+
+    def _lock_file(fh: object) -> None:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # type: ignore[attr-defined]
+
+    def _unlock_file(fh: object) -> None:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)  # type: ignore[attr-defined]
+
+
+class SqliteStore:
+    """All reads and writes of one index file."""
+
+    def __init__(self, path: Path, readonly: bool = False) -> None:
+        self.path = path
+        self.readonly = readonly
+        self.conn = connect(path, readonly=readonly)
+        self._check_schema()
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def _check_schema(self) -> None:
+        tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            if self.readonly:
+                raise IndexMissing(f"{self.path} is empty", hint="run `vaultseek index` first")
+            self._create()
+            return
+        if "meta" not in tables:
+            raise SchemaMismatch(f"{self.path} is an SQLite database but not a vaultseek index", hint="pass another --db")
+        found = int(self.get_meta("schema_version") or 0)
+        if found > SCHEMA_VERSION:
+            raise SchemaMismatch(
+                f"the index at {self.path} was written by a newer vaultseek (schema {found}, this one reads {SCHEMA_VERSION})",
+                hint="upgrade vaultseek (pip install -U vaultseek), or index into another --db",
+            )
+        if found < SCHEMA_VERSION:
+            if self.readonly:
+                raise SchemaMismatch(
+                    f"the index at {self.path} uses an older schema ({found}); this vaultseek needs {SCHEMA_VERSION}",
+                    hint="run `vaultseek index` once to upgrade it",
+                )
+            self._migrate(found)
+
+    def _create(self) -> None:
+        with self.transaction():
+            self.conn.execute(SCHEMA)
+            self.set_meta("schema_version", str(SCHEMA_VERSION))
+            self.set_meta("created_at", str(time.time()))
+
+    def _migrate(self, found: int) -> None:
+        """Older schemas hold only derived data: rebuild them from the notes."""
+        self.conn.execute("PRAGMA foreign_keys=OFF")  # tables go in any order; all are rebuilt
+        with self.transaction():
+            for (name,) in list(self.conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'chunks_fts_%'")):
+                self.conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+            self.conn.execute(SCHEMA)
+            self.set_meta("schema_version", str(SCHEMA_VERSION))
+            self.set_meta("migrated_from", str(found))
+        self.conn.execute("PRAGMA foreign_keys=ON")
+
+    # -- meta -----------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value", (key, value))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction; takes the write lock up front so a busy database fails early."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except apsw.BusyError:
+            raise DatabaseBusy(f"{self.path} is locked by another writer", hint="wait for it to finish and try again") from None
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    # -- files ----------------------------------------------------------------------------
+
+    def file_states(self) -> dict[str, FileState]:
+        return {
+            r[1]: FileState(*r)
+            for r in self.conn.execute("SELECT id, path, mtime_ns, size, hash FROM files")
+        }
+
+    def touch_file(self, file_id: int, mtime_ns: int, size: int) -> None:
+        self.conn.execute("UPDATE files SET mtime_ns=?, size=? WHERE id=?", (mtime_ns, size, file_id))
+
+    def delete_file(self, file_id: int) -> None:
+        """Remove a note with its chunks, FTS rows and vectors."""
+        ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE file_id=?", (file_id,))]
+        self._delete_chunks(ids)
+        self.conn.execute("DELETE FROM files WHERE id=?", (file_id,))
+
+    def _delete_chunks(self, ids: list[int]) -> None:
+        if not ids:
+            return
+        rows = [(i,) for i in ids]
+        self.conn.executemany("DELETE FROM chunks_fts WHERE rowid=?", rows)
+        self.conn.executemany("DELETE FROM vectors WHERE chunk_id=?", rows)
+        self.conn.executemany("DELETE FROM chunks WHERE id=?", rows)
+
+    def write_file(self, record: FileRecord, chunks: Sequence[Chunk], embed_hashes: Sequence[int], vectors: Sequence[bytes | None]) -> int:
+        """Replace a note's row, chunks, FTS rows and vectors (call inside `transaction()`)."""
+        row = self.conn.execute("SELECT id FROM files WHERE path=?", (record.path,)).fetchone()
+        values = (
+            record.mtime_ns, record.size, record.hash, record.title, record.type, "\x1f".join(record.tags),
+            record.date, "\x1f".join(record.links), record.heading_context, time.time(),
+        )
+        if row:
+            file_id = row[0]
+            self._delete_chunks([r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE file_id=?", (file_id,))])
+            self.conn.execute(
+                "UPDATE files SET mtime_ns=?, size=?, hash=?, title=?, type=?, tags=?, date=?, links=?, heading_context=?, indexed_at=? WHERE id=?",
+                (*values, file_id),
+            )
+        else:
+            file_id = self.conn.execute(
+                "INSERT INTO files(path, mtime_ns, size, hash, title, type, tags, date, links, heading_context, indexed_at) "
+                "VALUES(?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                (record.path, *values),
+            ).fetchone()[0]
+        # Ids are assigned here (one writer holds the lock), so rows go in with executemany.
+        first = (self.conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0) + 1
+        ids = range(first, first + len(chunks))
+        self.conn.executemany(
+            "INSERT INTO chunks(id, file_id, seq, section, body, start_line, chars) VALUES(?,?,?,?,?,?,?)",
+            [(i, file_id, c.seq, c.section, pack_text(c.text), c.start_line, len(c.text)) for i, c in zip(ids, chunks)],
+        )
+        self.conn.executemany(
+            "INSERT INTO chunks_fts(rowid, text, section, heading_context) VALUES(?,?,?,?)",
+            [(i, fts_text(c.text), fts_text(c.section), fts_text(c.heading_context)) for i, c in zip(ids, chunks)],
+        )
+        self.conn.executemany(
+            "INSERT INTO vectors(chunk_id, embed_hash, vec) VALUES(?,?,?)",
+            [(i, h, v) for i, h, v in zip(ids, embed_hashes, vectors) if v is not None],
+        )
+        return file_id
+
+    def vectors_by_hash(self, hashes: Iterable[int]) -> dict[int, bytes]:
+        """Stored vectors whose embedding input has one of these hashes (re-used, not re-embedded)."""
+        out: dict[int, bytes] = {}
+        for h in hashes:
+            row = self.conn.execute("SELECT vec FROM vectors WHERE embed_hash=? LIMIT 1", (h,)).fetchone()
+            if row:
+                out[h] = row[0]
+        return out
+
+    def clear(self) -> None:
+        """Drop every note, chunk, FTS row and vector (a full rebuild follows)."""
+        with self.transaction():
+            self.conn.execute("DELETE FROM vectors")
+            self.conn.execute("DELETE FROM chunks_fts")
+            self.conn.execute("DELETE FROM chunks")
+            self.conn.execute("DELETE FROM files")
+            self.conn.execute("DELETE FROM excluded")
+
+    def drop_vectors(self) -> None:
+        with self.transaction():
+            self.conn.execute("DELETE FROM vectors")
+
+    # -- excluded (audit of sensitive notes: paths and reasons, never content) ---------------
+
+    def set_excluded(self, path: str, reason: str) -> None:
+        self.conn.execute(
+            "INSERT INTO excluded(path, reason, recorded_at) VALUES(?,?,?) "
+            "ON CONFLICT(path) DO UPDATE SET reason=excluded.reason, recorded_at=excluded.recorded_at",
+            (path, reason, time.time()),
+        )
+
+    def clear_excluded(self, path: str) -> None:
+        self.conn.execute("DELETE FROM excluded WHERE path=?", (path,))
+
+    def excluded(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT path, reason FROM excluded"))
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        one = lambda sql: int(self.conn.execute(sql).fetchone()[0])  # noqa: E731
+        return {
+            "files": one("SELECT count(*) FROM files"),
+            "chunks": one("SELECT count(*) FROM chunks"),
+            "vectors": one("SELECT count(*) FROM vectors"),
+            "excluded": one("SELECT count(*) FROM excluded"),
+        }
+
+    def bm25(self, match: str, limit: int, weights: tuple[float, float, float] = (1.0, 0.5, 0.3)) -> list[tuple[int, float]]:
+        """Top chunk ids for an FTS5 MATCH expression, best first, with their bm25 scores (lower is better)."""
+        w = ", ".join(str(float(x)) for x in weights)
+        sql = f"SELECT rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?"
+        return [(int(r[0]), float(r[1])) for r in self.conn.execute(sql, (match, limit))]
+
+    def load_vectors(self, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(chunk ids, int8 matrix, scales) of every stored vector."""
+        rows = self.conn.execute("SELECT chunk_id, vec FROM vectors").fetchall()
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        q, scales = unpack_vectors([r[1] for r in rows], dim)
+        return ids, q, scales
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits; used to refresh in-memory caches."""
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def fetch_chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        sql = (
+            "SELECT c.id, f.path, c.section, f.heading_context, c.body, c.start_line FROM chunks c "
+            f"JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})"
+        )
+        return {r[0]: ChunkRow(r[0], r[1], r[2], r[3], unpack_text(r[4]), r[5]) for r in self.conn.execute(sql, list(ids))}
+
+    def close(self) -> None:
+        self.conn.close()
