@@ -46,19 +46,31 @@ def quote_term(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def _cjk_phrases(run: str) -> list[str]:
-    if len(run) == 1:
-        return [quote_term(run)]
-    return [quote_term(f"{a} {b}") for a, b in zip(run, run[1:])]
+def lexical_phrases(text: str) -> list[str]:
+    """What the lexical side searches for: the query's content words, and CJK runs as
+    overlapping character pairs ("认 证"). Stopwords count only when there is nothing else."""
+    terms = query_terms(text)
+    content = [t for t in terms if t not in STOPWORDS] or terms
+    phrases: list[str] = []
+    for term in content:
+        if is_cjk(term) and len(term) > 1:
+            phrases.extend(f"{a} {b}" for a, b in zip(term, term[1:]))
+        else:
+            phrases.append(term)
+    return list(dict.fromkeys(phrases))
+
+
+def any_of(phrases: list[str]) -> str:
+    """FTS5 expression: chunks holding at least one of the phrases."""
+    return " OR ".join(quote_term(p) for p in phrases)
+
+
+def all_of(phrases: list[str]) -> str:
+    """FTS5 expression: chunks holding every one of the phrases."""
+    return " AND ".join(quote_term(p) for p in phrases)
 
 
 def fts_match(text: str) -> str | None:
     """An FTS5 expression that ranks chunks holding any of the query's words; None if no words."""
-    terms = query_terms(text)
-    if not terms:
-        return None
-    content = [t for t in terms if t not in STOPWORDS] or terms
-    parts: list[str] = []
-    for term in content:
-        parts.extend(_cjk_phrases(term) if is_cjk(term) else [quote_term(term)])
-    return " OR ".join(dict.fromkeys(parts))
+    phrases = lexical_phrases(text)
+    return any_of(phrases) if phrases else None

@@ -11,7 +11,7 @@ from .config import SearchSettings
 from .embed import Embedder, load_embedder
 from .errors import EmbedderUnavailable, UsageError
 from .fusion import rrf
-from .query import fts_match, query_terms
+from .query import all_of, any_of, lexical_phrases, query_terms
 from .snippet import make_snippet
 from .store.sqlite import SqliteStore
 from .types import Hit
@@ -21,6 +21,7 @@ log = logging.getLogger("vaultseek")
 
 MODES = ("hybrid", "bm25", "vector")
 CHARS_PER_TOKEN = 4
+OR_BUDGET = 8_000  # postings an OR query may score before the lexical side narrows it
 
 
 @dataclass
@@ -67,6 +68,9 @@ class Searcher:
         self._vectors: VectorIndex | None = None
         self._vectors_version: int | None = None
         self.vector_error: str | None = None
+        self._count = 0
+        self._count_version: int | None = None
+        self._pool = None
 
     # -- the two lists --------------------------------------------------------------------
 
@@ -84,16 +88,68 @@ class Searcher:
         return self._vectors
 
     def lexical(self, query: str, limit: int) -> list[tuple[int, float]]:
-        match = fts_match(query)
-        return self.store.bm25(match, limit) if match else []
+        """BM25 over FTS5, best first.
+
+        FTS5 scores every chunk a query matches, so a query of common words over a big vault
+        would score most of it. When the words' postings add up to more than `OR_BUDGET`, words
+        in over half the chunks are dropped (their IDF is ~0), chunks holding every remaining
+        word come first, and the rest are filled from the rarest words.
+        """
+        phrases = lexical_phrases(query)
+        if not phrases:
+            return []
+        if len(phrases) == 1:
+            return self.store.bm25(any_of(phrases), limit)
+        df = {p: self.store.doc_freq(p) for p in phrases}
+        total = self._chunk_count()
+        kept = [p for p in phrases if df[p] <= total // 2] or phrases
+        if sum(df[p] for p in kept) <= OR_BUDGET or len(kept) == 1:
+            return self.store.bm25(any_of(kept), limit)
+        hits = self.store.bm25(all_of(kept), limit)
+        if len(hits) >= limit:
+            return hits
+        rare: list[str] = []
+        budget = 0
+        for p in sorted(kept, key=lambda p: df[p]):
+            if rare and budget + df[p] > OR_BUDGET:
+                break
+            rare.append(p)
+            budget += df[p]
+        seen = {i for i, _ in hits}
+        hits.extend(h for h in self.store.bm25(any_of(rare), limit) if h[0] not in seen)
+        return hits[:limit]
+
+    def _chunk_count(self) -> int:
+        version = self.store.data_version()
+        if self._count_version != version:
+            self._count = self.store.chunk_count()
+            self._count_version = version
+        return self._count
 
     def semantic(self, query: str, limit: int) -> list[tuple[int, float]]:
         """Raises EmbedderUnavailable when the model cannot load."""
-        index = self.vector_index()
+        return self._semantic_in(self.vector_index(), query, limit)
+
+    def _semantic_in(self, index: VectorIndex, query: str, limit: int) -> list[tuple[int, float]]:
         if index.size == 0:
             return []
         vec = self.embedder().embed_batch([query])[0]
         return index.search(vec, limit)
+
+    def _both(self, query: str, limit: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """Both lists at once: the vector side (numpy, GIL released) runs on a second thread while
+        SQLite (apsw releases the GIL too) ranks the lexical side."""
+        index = self.vector_index()  # reads the store here, never from the worker thread
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vaultseek-vector")
+        future = self._pool.submit(self._semantic_in, index, query, limit)
+        try:
+            lex = self.lexical(query, limit)
+        finally:
+            vec = future.result()
+        return lex, vec
 
     # -- the pipeline ---------------------------------------------------------------------
 
@@ -110,12 +166,17 @@ class Searcher:
 
         lex: list[tuple[int, float]] = []
         vec: list[tuple[int, float]] = []
-        if mode in ("hybrid", "bm25"):
+        if mode == "bm25":
             lex = self.lexical(query, n)
-        if mode in ("hybrid", "vector"):
+        else:
             try:
-                vec = self.semantic(query, n)
+                if mode == "hybrid":
+                    lex, vec = self._both(query, n)
+                else:
+                    vec = self.semantic(query, n)
             except EmbedderUnavailable as exc:
+                if mode == "hybrid":
+                    lex = self.lexical(query, n)
                 self.vector_error = str(exc).splitlines()[0]
                 msg = f"vector search unavailable ({self.vector_error}); showing keyword (BM25) results only"
                 if mode == "vector":

@@ -25,7 +25,8 @@ class VectorIndex:
         else:
             self.exact = None
             self.q, self.scales = q, scales
-            self.bits = np.packbits(q > 0, axis=1).view(np.uint64) if self.dim % 64 == 0 else np.packbits(q > 0, axis=1)
+            # Sign bits, stored word-major so each XOR/popcount pass runs over contiguous memory.
+            self.bits = np.ascontiguousarray(_sign_words(q).T)
 
     def search(self, query: np.ndarray, limit: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Top `limit` (chunk id, cosine) pairs, best first. `allowed` is an optional boolean mask over rows."""
@@ -46,21 +47,30 @@ class VectorIndex:
 
     def _approx(self, query: np.ndarray, limit: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
         assert self.q is not None and self.scales is not None and self.bits is not None
-        qbits = np.packbits(query > 0)
-        qbits = qbits.view(np.uint64) if self.bits.dtype == np.uint64 else qbits
-        counts = np.bitwise_count(self.bits ^ qbits)
-        dist = counts[:, 0].astype(np.uint16)
-        for j in range(1, counts.shape[1]):
-            dist += counts[:, j]
+        qwords = _sign_words(query[None, :])[0]
+        dist = np.bitwise_count(self.bits[0] ^ qwords[0]).astype(np.uint16)
+        for j in range(1, len(qwords)):
+            dist += np.bitwise_count(self.bits[j] ^ qwords[j])
         if allowed is not None:
-            dist = np.where(allowed, dist, np.iinfo(np.uint16).max)
-        n = min(max(PREFILTER, limit * 20), self.size)
-        cand = np.argpartition(dist, n - 1)[:n] if n < self.size else np.arange(self.size)
-        if allowed is not None:
-            cand = cand[allowed[cand]]
+            dist[~allowed] = self.dim + 1
+        # The smallest distance whose cumulative count reaches the candidate budget: one bincount
+        # instead of a partial sort over every row.
+        want = max(PREFILTER, limit * 20)
+        cumulative = np.cumsum(np.bincount(dist, minlength=self.dim + 2))
+        cutoff = min(int(np.searchsorted(cumulative, want)), self.dim)
+        cand = np.flatnonzero(dist <= cutoff)
         scores = (self.q[cand].astype(np.float32) @ query) * self.scales[cand]
         order = _top(scores, limit)
         return [(int(self.ids[cand[i]]), float(scores[i])) for i in order]
+
+
+def _sign_words(vectors: np.ndarray) -> np.ndarray:
+    """Sign bits of each row packed into uint64 words (rows padded to a multiple of 64 bits)."""
+    bits = np.packbits(vectors > 0, axis=1)
+    pad = (-bits.shape[1]) % 8
+    if pad:
+        bits = np.pad(bits, ((0, 0), (0, pad)))
+    return np.ascontiguousarray(bits).view(np.uint64)
 
 
 def _top(scores: np.ndarray, limit: int) -> np.ndarray:

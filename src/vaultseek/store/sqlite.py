@@ -227,6 +227,9 @@ class SqliteStore:
         self.readonly = readonly
         self.conn = connect(path, readonly=readonly)
         self._check_schema()
+        self._tokenizer = None
+        self._df_cache: dict[str, int] = {}
+        self._df_version = -1
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -409,6 +412,31 @@ class SqliteStore:
         w = ", ".join(str(float(x)) for x in weights)
         sql = f"SELECT rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?"
         return [(int(r[0]), float(r[1])) for r in self.conn.execute(sql, (match, limit))]
+
+    def doc_freq(self, phrase: str) -> int:
+        """How many chunks hold `phrase` (an upper bound for multi-token phrases), cached until
+        the index changes. Costs about as much as counting the term's postings once."""
+        version = self.data_version()
+        if version != self._df_version:
+            self._df_cache.clear()
+            self._df_version = version
+        cached = self._df_cache.get(phrase)
+        if cached is not None:
+            return cached
+        if self._tokenizer is None:
+            self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'row')")
+            self._tokenizer = self.conn.fts5_tokenizer(FTS_TOKENIZER.split()[0], FTS_TOKENIZER.split()[1:])
+        tokens = [t[2] for t in self._tokenizer(phrase.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None) if len(t) > 2]
+        df = 0
+        for i, token in enumerate(dict.fromkeys(tokens)):
+            row = self.conn.execute("SELECT doc FROM temp.chunks_vocab WHERE term=?", (token,)).fetchone()
+            n = int(row[0]) if row else 0
+            df = n if i == 0 else min(df, n)
+        self._df_cache[phrase] = df
+        return df
+
+    def chunk_count(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     def load_vectors(self, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(chunk ids, int8 matrix, scales) of every stored vector."""
