@@ -301,6 +301,40 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scan(args: argparse.Namespace) -> int:
+    """Report credentials in notes (file, line, pattern; never the value). Exit 1 if any are found."""
+    from .config import IndexSettings, load_config
+    from .scan import scan_vault
+    from .scrub import find_secrets
+
+    target = Path(args.path or ".").expanduser()
+    if target.is_file():
+        files = [(target.name, target)]
+    elif target.is_dir():
+        settings = load_config(target).index if (target / ".vaultseek").is_dir() else IndexSettings()
+        files = [(f.path, Path(f.abspath)) for f in scan_vault(target, settings)]
+    else:
+        raise UsageError(f"not found: {target}", hint="pass a vault folder or a note file")
+    findings: list[dict[str, object]] = []
+    for rel, path in files:
+        try:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError as exc:
+            log.warning("cannot read %s: %s", rel, exc.strerror or exc)
+            continue
+        for f in find_secrets(text):
+            findings.append({"path": rel, "line": f.line, "pattern": f.pattern})
+    if args.json:
+        emit_json({"scanned": len(files), "findings": findings})
+    else:
+        for item in findings:
+            print(f"{item['path']}:{item['line']}: {item['pattern']}")
+        kinds = len({f["pattern"] for f in findings})
+        summary = f"{len(findings)} possible secrets ({kinds} kinds) in {len({f['path'] for f in findings})} of {len(files)} notes" if findings else f"no secrets found in {len(files)} notes"
+        print(summary, file=sys.stderr)
+    return 1 if findings else 0
+
+
 DEMO_QUERIES = ("how do I renew an expired access token", "useEffect cleanup", "认证失败", "docker container cannot resolve name")
 
 
@@ -371,6 +405,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--config", help="config file")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("scan", help="report credentials in notes (exit 1 if any); never prints the values")
+    p.add_argument("path", nargs="?", help="a vault folder or a note (default: the current folder)")
+    p.add_argument("--json", action="store_true", help='print {"scanned", "findings": [{"path", "line", "pattern"}]}')
+    p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("demo", help="index the bundled sample vault and run example searches")
     p.add_argument("query", nargs="*", help="queries to run (default: a few examples in English and Chinese)")
