@@ -26,8 +26,12 @@ def assert_consistent(store: SqliteStore) -> None:
     c = store.counts()
     assert fts_rows(store) == c["chunks"]
     assert c["vectors"] == c["chunks"]
-    orphans = store.conn.execute("SELECT count(*) FROM vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)").fetchone()[0]
+    orphans = store.conn.execute("SELECT count(*) FROM vec_keys WHERE chunk_id NOT IN (SELECT id FROM chunks)").fetchone()[0]
     assert orphans == 0
+    ids, q, scales, bits = store.load_vectors()  # what search loads: live vectors only, one per chunk
+    assert len(ids) == c["chunks"] == len(set(ids.tolist()))
+    live = {r[0] for r in store.conn.execute("SELECT id FROM chunks")}
+    assert set(ids.tolist()) == live
     orphan_chunks = store.conn.execute("SELECT count(*) FROM chunks WHERE file_id NOT IN (SELECT id FROM files)").fetchone()[0]
     assert orphan_chunks == 0
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import apsw
 
 from secret_factory import CONTEXTS, planted_set
-from vaultseek.store.sqlite import unpack_text
+from vaultseek.store.textpack import TextPacker
 
 
 def run(*args: str, config: Path | None = None) -> subprocess.CompletedProcess:
@@ -26,14 +26,16 @@ def run(*args: str, config: Path | None = None) -> subprocess.CompletedProcess:
 def everything_stored(db: Path) -> str:
     """Every value of every table, chunk bodies decompressed, plus the FTS vocabulary."""
     conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
-    parts: list[str] = []
+    zdict = conn.execute("SELECT data FROM blobs WHERE name='zdict'").fetchone()
+    packer = TextPacker(zdict[0] if zdict else b"")
+    parts: list[str] = [packer.dictionary.decode("utf-8", errors="replace")]  # sampled from chunk text
     tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'chunks_fts%'")]
     for table in tables:
         for row in conn.execute(f'SELECT * FROM "{table}"'):
             for value in row:
                 if isinstance(value, bytes) and table == "chunks":
                     try:
-                        parts.append(unpack_text(value))
+                        parts.append(packer.unpack(value))
                     except Exception:
                         pass
                 elif isinstance(value, str):

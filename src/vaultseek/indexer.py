@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from .chunking import chunk_note, heading_context
 from .config import Config
 from .embed import Embedder, load_embedder
@@ -24,7 +26,8 @@ from .errors import EmbedderUnavailable, UsageError
 from .markdown import parse_note
 from .scan import FoundFile, folder_rule, scan_vault
 from .scrub import scrub
-from .store.sqlite import FileRecord, SqliteStore, WriterLock, quantize
+from .store.sqlite import FileRecord, SqliteStore, WriterLock
+from .store.vecblocks import quantize
 from .types import Chunk
 
 log = logging.getLogger("vaultseek")
@@ -116,7 +119,7 @@ class Indexer:
         self.summary = IndexSummary()
         self._excluded: set[str] = set()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vaultseek-embed")
-        self._inflight: tuple[list[_Prepared], dict[int, bytes], list[int], Future | None] | None = None
+        self._inflight: tuple[list[_Prepared], dict[int, tuple[float, bytes]], list[int], Future | None] | None = None
 
     def run(self, full: bool = False) -> IndexSummary:
         started = time.perf_counter()
@@ -194,6 +197,7 @@ class Indexer:
                 store.delete_file(state.id)
             summary.deleted += 1
             log.debug("deleted %s", path)
+        store.compact_vectors()
         with store.transaction():
             store.set_meta("last_indexed_at", str(time.time()))
 
@@ -301,7 +305,7 @@ class Indexer:
             self._inflight = None
         self._pool.shutdown()
 
-    def _submit(self, batch: list[_Prepared]) -> tuple[list[_Prepared], dict[int, bytes], list[int], Future | None]:
+    def _submit(self, batch: list[_Prepared]) -> tuple[list[_Prepared], dict[int, tuple[float, bytes]], list[int], Future | None]:
         """Look up re-usable vectors and start embedding the rest."""
         if self.embedder is None:
             return batch, {}, [], None
@@ -315,26 +319,38 @@ class Indexer:
             return batch, vectors, [], None
         embedder = self.embedder
         texts = list(todo.values())
-        future = self._pool.submit(lambda: quantize(embedder.embed_batch(texts)))
+        future = self._pool.submit(lambda: quantize(embedder.embed_batch(texts)))  # -> (scales, q)
         return batch, vectors, list(todo.keys()), future
 
-    def _write(self, batch: list[_Prepared], vectors: dict[int, bytes], keys: list[int], future: Future | None) -> None:
+    def _write(self, batch: list[_Prepared], vectors: dict[int, tuple[float, bytes]], keys: list[int], future: Future | None) -> None:
         """Write a batch of whole files in one transaction (a file is never half applied)."""
         if future is not None:
             try:
-                vectors.update(zip(keys, future.result()))
+                scales, q = future.result()
+                vectors.update((k, (float(s), row.tobytes())) for k, s, row in zip(keys, scales, q))
                 self.summary.embedded += len(keys)
             except EmbedderUnavailable as exc:
                 log.warning("vector search disabled: %s", exc)
                 self.embedder = None
                 self.summary.vectors = False
+        vec_ids: list[int] = []
+        vec_hashes: list[int] = []
         with self.store.transaction():
+            self.store.ensure_dictionary([c.text for p in batch for c in p.chunks])
             for p in batch:
-                self.store.write_file(p.record, p.chunks, p.hashes, [vectors.get(h) for h in p.hashes])
+                ids = self.store.write_file(p.record, p.chunks)
+                for cid, h in zip(ids, p.hashes):
+                    if h in vectors:
+                        vec_ids.append(cid)
+                        vec_hashes.append(h)
                 if p.old_path:
                     old = self.store.conn.execute("SELECT id FROM files WHERE path=?", (p.old_path,)).fetchone()
                     if old:
                         self.store.delete_file(old[0])
+            if vec_ids:
+                scales = np.fromiter((vectors[h][0] for h in vec_hashes), dtype=np.float32, count=len(vec_hashes))
+                q = np.frombuffer(b"".join(vectors[h][1] for h in vec_hashes), dtype=np.int8).reshape(len(vec_hashes), -1)
+                self.store.add_vectors(vec_ids, vec_hashes, scales, q)
         for p in batch:
             setattr(self.summary, p.kind, getattr(self.summary, p.kind) + 1)
             self.summary.chunks_written += len(p.chunks)

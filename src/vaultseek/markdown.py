@@ -7,11 +7,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
-import yaml
-
 from .types import Note
-
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 HEADING_RE = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
@@ -91,8 +87,10 @@ def parse_note(path: str, text: str, private_tags: tuple[str, ...] = ("private",
     fm_text, body, fm_lines = split_front_matter(text)
     meta: dict[str, Any] = {}
     if fm_text is not None:
+        import yaml  # only the indexer parses front matter; keep search start-up light
+
         try:
-            loaded = yaml.load(fm_text, Loader=_SafeLoader)
+            loaded = yaml.load(fm_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 2})" if mark is not None else ""

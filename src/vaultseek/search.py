@@ -82,8 +82,8 @@ class Searcher:
     def vector_index(self) -> VectorIndex:
         version = self.store.data_version()
         if self._vectors is None or version != self._vectors_version:
-            dim = self.embedder().dim
-            self._vectors = VectorIndex(*self.store.load_vectors(dim))
+            self.embedder()  # fail here, before loading vectors, if the model cannot load
+            self._vectors = VectorIndex(*self.store.load_vectors())
             self._vectors_version = version
         return self._vectors
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .store.vecblocks import sign_bits
+
 EXACT_LIMIT = 40_000  # up to this many vectors, exact search is fast enough
 PREFILTER = 2_000  # candidates kept by the sign-bit pass before exact scoring
 
@@ -15,7 +17,7 @@ PREFILTER = 2_000  # candidates kept by the sign-bit pass before exact scoring
 class VectorIndex:
     """Cosine similarity search over unit vectors stored as int8 with a per-vector scale."""
 
-    def __init__(self, ids: np.ndarray, q: np.ndarray, scales: np.ndarray) -> None:
+    def __init__(self, ids: np.ndarray, q: np.ndarray, scales: np.ndarray, bits: np.ndarray | None = None) -> None:
         self.ids = ids
         self.dim = q.shape[1] if q.ndim == 2 else 0
         self.size = len(ids)
@@ -26,7 +28,7 @@ class VectorIndex:
             self.exact = None
             self.q, self.scales = q, scales
             # Sign bits, stored word-major so each XOR/popcount pass runs over contiguous memory.
-            self.bits = np.ascontiguousarray(_sign_words(q).T)
+            self.bits = np.ascontiguousarray((bits if bits is not None else sign_bits(q)).T)
 
     def search(self, query: np.ndarray, limit: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Top `limit` (chunk id, cosine) pairs, best first. `allowed` is an optional boolean mask over rows."""
@@ -47,7 +49,7 @@ class VectorIndex:
 
     def _approx(self, query: np.ndarray, limit: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
         assert self.q is not None and self.scales is not None and self.bits is not None
-        qwords = _sign_words(query[None, :])[0]
+        qwords = sign_bits(query[None, :])[0]
         dist = np.bitwise_count(self.bits[0] ^ qwords[0]).astype(np.uint16)
         for j in range(1, len(qwords)):
             dist += np.bitwise_count(self.bits[j] ^ qwords[j])
@@ -62,15 +64,6 @@ class VectorIndex:
         scores = (self.q[cand].astype(np.float32) @ query) * self.scales[cand]
         order = _top(scores, limit)
         return [(int(self.ids[cand[i]]), float(scores[i])) for i in order]
-
-
-def _sign_words(vectors: np.ndarray) -> np.ndarray:
-    """Sign bits of each row packed into uint64 words (rows padded to a multiple of 64 bits)."""
-    bits = np.packbits(vectors > 0, axis=1)
-    pad = (-bits.shape[1]) % 8
-    if pad:
-        bits = np.pad(bits, ((0, 0), (0, pad)))
-    return np.ascontiguousarray(bits).view(np.uint64)
 
 
 def _top(scores: np.ndarray, limit: int) -> np.ndarray:

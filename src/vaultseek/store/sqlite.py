@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -20,6 +19,8 @@ import numpy as np
 
 from ..errors import DatabaseBusy, IndexMissing, SchemaMismatch, VaultseekError
 from ..query import fts_text
+from .textpack import TextPacker, train_dictionary
+from .vecblocks import VectorBlocks
 from ..types import Chunk
 
 SCHEMA_VERSION = 1
@@ -45,7 +46,7 @@ CREATE TABLE IF NOT EXISTS files (
 );
 CREATE INDEX IF NOT EXISTS files_hash ON files(hash);
 CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never re-used: vector tombstones and FTS rows key on it
     file_id INTEGER NOT NULL REFERENCES files(id),
     seq INTEGER NOT NULL,
     section TEXT NOT NULL,
@@ -57,12 +58,7 @@ CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_id);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     {", ".join(FTS_COLUMNS)}, content='', contentless_delete=1, tokenize='{FTS_TOKENIZER}'
 );
-CREATE TABLE IF NOT EXISTS vectors (
-    chunk_id INTEGER PRIMARY KEY,
-    embed_hash INTEGER NOT NULL,
-    vec BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS vectors_hash ON vectors(embed_hash);
+CREATE TABLE IF NOT EXISTS blobs (name TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS excluded (
     path TEXT PRIMARY KEY,
     reason TEXT NOT NULL,
@@ -104,32 +100,6 @@ class ChunkRow:
     heading_context: str
     text: str
     start_line: int
-
-
-def pack_text(text: str) -> bytes:
-    return zlib.compress(text.encode("utf-8"), 6)
-
-
-def unpack_text(blob: bytes) -> str:
-    return zlib.decompress(blob).decode("utf-8")
-
-
-def quantize(vectors: np.ndarray) -> list[bytes]:
-    """float32 unit vectors -> blobs of a float32 scale followed by int8 components."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    peak = np.abs(vectors).max(axis=1)
-    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
-    q = np.clip(np.rint(vectors / scale[:, None]), -127, 127).astype(np.int8)
-    return [s.tobytes() + row.tobytes() for s, row in zip(scale, q)]
-
-
-def unpack_vectors(blobs: Sequence[bytes], dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """Blobs written by `quantize` -> (int8 matrix (n, dim), float32 scales (n,))."""
-    if not blobs:
-        return np.zeros((0, dim), dtype=np.int8), np.zeros(0, dtype=np.float32)
-    raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), 4 + dim)
-    scales = np.ascontiguousarray(raw[:, :4]).view(np.float32).reshape(-1)
-    return np.ascontiguousarray(raw[:, 4:]).view(np.int8), scales
 
 
 def connect(path: Path, readonly: bool = False) -> apsw.Connection:
@@ -226,8 +196,10 @@ class SqliteStore:
         self.path = path
         self.readonly = readonly
         self.conn = connect(path, readonly=readonly)
+        self.vectors = VectorBlocks(self.conn)
         self._check_schema()
         self._tokenizer = None
+        self._packer: TextPacker | None = None
         self._df_cache: dict[str, int] = {}
         self._df_version = -1
 
@@ -259,6 +231,7 @@ class SqliteStore:
     def _create(self) -> None:
         with self.transaction():
             self.conn.execute(SCHEMA)
+            self.vectors.create()
             self.set_meta("schema_version", str(SCHEMA_VERSION))
             self.set_meta("created_at", str(time.time()))
 
@@ -269,6 +242,7 @@ class SqliteStore:
             for (name,) in list(self.conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'chunks_fts_%'")):
                 self.conn.execute(f'DROP TABLE IF EXISTS "{name}"')
             self.conn.execute(SCHEMA)
+            self.vectors.create()
             self.set_meta("schema_version", str(SCHEMA_VERSION))
             self.set_meta("migrated_from", str(found))
         self.conn.execute("PRAGMA foreign_keys=ON")
@@ -319,11 +293,12 @@ class SqliteStore:
             return
         rows = [(i,) for i in ids]
         self.conn.executemany("DELETE FROM chunks_fts WHERE rowid=?", rows)
-        self.conn.executemany("DELETE FROM vectors WHERE chunk_id=?", rows)
+        self.vectors.remove(ids)
         self.conn.executemany("DELETE FROM chunks WHERE id=?", rows)
 
-    def write_file(self, record: FileRecord, chunks: Sequence[Chunk], embed_hashes: Sequence[int], vectors: Sequence[bytes | None]) -> int:
-        """Replace a note's row, chunks, FTS rows and vectors (call inside `transaction()`)."""
+    def write_file(self, record: FileRecord, chunks: Sequence[Chunk]) -> list[int]:
+        """Replace a note's row, chunks and FTS rows (call inside `transaction()`); returns the
+        new chunk ids, for `add_vectors`."""
         row = self.conn.execute("SELECT id FROM files WHERE path=?", (record.path,)).fetchone()
         values = (
             record.mtime_ns, record.size, record.hash, record.title, record.type, "\x1f".join(record.tags),
@@ -343,43 +318,41 @@ class SqliteStore:
                 (record.path, *values),
             ).fetchone()[0]
         # Ids are assigned here (one writer holds the lock), so rows go in with executemany.
-        first = (self.conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0) + 1
-        ids = range(first, first + len(chunks))
+        row = self.conn.execute("SELECT seq FROM sqlite_sequence WHERE name='chunks'").fetchone()
+        first = (row[0] if row else 0) + 1
+        ids = list(range(first, first + len(chunks)))
         self.conn.executemany(
             "INSERT INTO chunks(id, file_id, seq, section, body, start_line, chars) VALUES(?,?,?,?,?,?,?)",
-            [(i, file_id, c.seq, c.section, pack_text(c.text), c.start_line, len(c.text)) for i, c in zip(ids, chunks)],
+            [(i, file_id, c.seq, c.section, self.packer().pack(c.text), c.start_line, len(c.text)) for i, c in zip(ids, chunks)],
         )
         self.conn.executemany(
             "INSERT INTO chunks_fts(rowid, text, section, heading_context) VALUES(?,?,?,?)",
             [(i, fts_text(c.text), fts_text(c.section), fts_text(c.heading_context)) for i, c in zip(ids, chunks)],
         )
-        self.conn.executemany(
-            "INSERT INTO vectors(chunk_id, embed_hash, vec) VALUES(?,?,?)",
-            [(i, h, v) for i, h, v in zip(ids, embed_hashes, vectors) if v is not None],
-        )
-        return file_id
+        return ids
 
-    def vectors_by_hash(self, hashes: Iterable[int]) -> dict[int, bytes]:
-        """Stored vectors whose embedding input has one of these hashes (re-used, not re-embedded)."""
-        out: dict[int, bytes] = {}
-        for h in hashes:
-            row = self.conn.execute("SELECT vec FROM vectors WHERE embed_hash=? LIMIT 1", (h,)).fetchone()
-            if row:
-                out[h] = row[0]
-        return out
+    def add_vectors(self, ids: Sequence[int], hashes: Sequence[int], scales: np.ndarray, q: np.ndarray) -> None:
+        """Store int8 vectors for chunks written by `write_file` (call inside `transaction()`)."""
+        self.vectors.add(ids, hashes, scales, q)
+
+    def vectors_by_hash(self, hashes: Iterable[int]) -> dict[int, tuple[float, bytes]]:
+        """Stored (scale, int8 bytes) whose embedding input has one of these hashes (re-used, not re-embedded)."""
+        return self.vectors.by_hash(hashes)
+
+    def compact_vectors(self) -> None:
+        with self.transaction():
+            self.vectors.compact()
 
     def clear(self) -> None:
         """Drop every note, chunk, FTS row and vector (a full rebuild follows)."""
         with self.transaction():
-            self.conn.execute("DELETE FROM vectors")
+            self.conn.execute("DELETE FROM blobs WHERE name='zdict'")
+            self._packer = None
+            self.vectors.clear()
             self.conn.execute("DELETE FROM chunks_fts")
             self.conn.execute("DELETE FROM chunks")
             self.conn.execute("DELETE FROM files")
             self.conn.execute("DELETE FROM excluded")
-
-    def drop_vectors(self) -> None:
-        with self.transaction():
-            self.conn.execute("DELETE FROM vectors")
 
     # -- excluded (audit of sensitive notes: paths and reasons, never content) ---------------
 
@@ -403,7 +376,7 @@ class SqliteStore:
         return {
             "files": one("SELECT count(*) FROM files"),
             "chunks": one("SELECT count(*) FROM chunks"),
-            "vectors": one("SELECT count(*) FROM vectors"),
+            "vectors": self.vectors.count(),
             "excluded": one("SELECT count(*) FROM excluded"),
         }
 
@@ -438,12 +411,9 @@ class SqliteStore:
     def chunk_count(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
-    def load_vectors(self, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(chunk ids, int8 matrix, scales) of every stored vector."""
-        rows = self.conn.execute("SELECT chunk_id, vec FROM vectors").fetchall()
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        q, scales = unpack_vectors([r[1] for r in rows], dim)
-        return ids, q, scales
+    def load_vectors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(chunk ids, int8 matrix, scales, sign-bit words) of every stored vector."""
+        return self.vectors.load()
 
     def data_version(self) -> int:
         """Changes whenever another connection commits; used to refresh in-memory caches."""
@@ -457,7 +427,26 @@ class SqliteStore:
             "SELECT c.id, f.path, c.section, f.heading_context, c.body, c.start_line FROM chunks c "
             f"JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})"
         )
-        return {r[0]: ChunkRow(r[0], r[1], r[2], r[3], unpack_text(r[4]), r[5]) for r in self.conn.execute(sql, list(ids))}
+        packer = self.packer()
+        return {r[0]: ChunkRow(r[0], r[1], r[2], r[3], packer.unpack(r[4]), r[5]) for r in self.conn.execute(sql, list(ids))}
+
+    # -- text compression -----------------------------------------------------------------
+
+    def packer(self) -> TextPacker:
+        if self._packer is None:
+            row = self.conn.execute("SELECT data FROM blobs WHERE name='zdict'").fetchone()
+            self._packer = TextPacker(row[0] if row else b"")
+        return self._packer
+
+    def ensure_dictionary(self, sample: Sequence[str]) -> None:
+        """Train the compression dictionary from the first texts written to an empty index."""
+        if self.packer().dictionary or not sample:
+            return
+        if self.conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone():
+            return  # existing bodies were packed without a dictionary; keep it that way
+        dictionary = train_dictionary(sample)
+        self.conn.execute("INSERT OR REPLACE INTO blobs(name, data) VALUES('zdict', ?)", (dictionary,))
+        self._packer = TextPacker(dictionary)
 
     def close(self) -> None:
         self.conn.close()
