@@ -64,7 +64,12 @@ def test_k_and_paths_are_relative(searcher):
     ['"unbalanced', "a*", "col:umn", "^start", "NEAR(a b)", "x AND", "OR", "NOT token", "(((", ")", "a - b", "'", '""', "token\"", "*", "-"],
 )
 def test_query_syntax_cannot_break_fts(searcher, query):
-    searcher.search(query, mode="bm25")  # must not raise
+    """Any input either searches or is refused with a message that says what to do; FTS5 never errs."""
+    for mode in ("bm25", "hybrid"):
+        try:
+            searcher.search(query, mode=mode)
+        except UsageError as exc:
+            assert "nothing to search for" in str(exc) and exc.hint
 
 
 def test_operators_are_searched_as_text(searcher):

@@ -185,10 +185,19 @@ def cmd_search(args: argparse.Namespace) -> int:
     query = " ".join(args.query)
     vault, db, store = _open_for_read(args)
     config = load_config(stored_vault(store) or vault, Path(args.config) if args.config else None)
+    from .query import Filters
+
+    filters = Filters(tuple(args.tag or ()), tuple(p.strip("/") for p in args.path or ()), tuple(args.type or ()), args.after, args.before)
     searcher = Searcher(store, config.search)
-    result = searcher.search(query, k=args.k, mode=args.mode, max_tokens=args.max_tokens)
+    result = searcher.search(
+        query, k=args.k, mode=args.mode, max_tokens=args.max_tokens, filters=filters,
+        fix_typos=config.search.fix_typos and not args.no_correct,
+    )
     for warning in result.warnings:
         log.warning(warning)
+    if result.corrections and not args.json:
+        fixed = " ".join(result.corrections.get(w, w) for w in query.split())
+        print(f'showing results for "{fixed}" (no match for {", ".join(repr(w) for w in result.corrections)}; --no-correct searches as typed)', file=sys.stderr)
     if args.json:
         data = result.as_json()
         if args.explain:
@@ -200,7 +209,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"no results for {query!r}")
         return 0
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    bold, dim, reset = ("\x1b[1m", "\x1b[2m", "\x1b[0m") if color else ("", "", "")
+    bold, dim, mark, reset = ("\x1b[1m", "\x1b[2m", "\x1b[1;33m", "\x1b[0m") if color else ("", "", "", "")
+    from .snippet import highlight_spans
     for rank, hit in enumerate(result.hits, start=1):
         where = f" › {hit.section}" if hit.section else ""
         print(f"{bold}{rank:>2}. {hit.path}{where}{reset}  {dim}{hit.score:.4f}{reset}")
@@ -208,7 +218,11 @@ def cmd_search(args: argparse.Namespace) -> int:
             parts = [f"bm25 rank {hit.bm25_rank or '-'}", f"vector rank {hit.vec_rank or '-'}"]
             terms = " + ".join(f"{name} {value:.5f}" for name, value in hit.terms.items())
             print(f"    {dim}{', '.join(parts)}; rrf = {terms} = {hit.score:.5f}{reset}")
-        print(f"    {hit.snippet}")
+        snippet = hit.snippet
+        if color:
+            for start, end in reversed(highlight_spans(snippet, result.terms)):
+                snippet = snippet[:start] + mark + snippet[start:end] + reset + snippet[end:]
+        print(f"    {snippet}")
     return 0
 
 
@@ -397,6 +411,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=None, help="cut the results to about this many tokens of text")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--explain", action="store_true", help="show each result's rank in each list and its RRF terms")
+    p.add_argument("--tag", action="append", help="only notes with this tag (repeatable; same as tag:X in the query)")
+    p.add_argument("--path", action="append", help="only notes under this folder or path prefix (same as path:X)")
+    p.add_argument("--type", action="append", help="only notes of this front-matter type (same as type:X)")
+    p.add_argument("--after", help="only notes dated on or after YYYY-MM-DD (front-matter date, else modification time)")
+    p.add_argument("--before", help="only notes dated before YYYY-MM-DD")
+    p.add_argument("--no-correct", action="store_true", help="search words as typed, without typo correction")
     p.add_argument("--config", help="config file")
     p.set_defaults(func=cmd_search)
 
@@ -422,6 +442,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=5, help="times each query runs (default 5)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
+
+    from .evaluate import register_cli
+
+    register_cli(sub)
     return parser
 
 

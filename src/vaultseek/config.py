@@ -45,6 +45,8 @@ class SearchSettings:
     rrf_k: int = 60
     bm25_weight: float = 1.0
     vector_weight: float = 1.0
+    per_note: int = 2  # at most this many chunks of one note in a result list (0: no limit)
+    fix_typos: bool = True  # search for the closest indexed word when a word matches nothing
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""One search pipeline for every front end: lexical and vector lists, fused by RRF."""
+"""One search pipeline for every front end: a lexical and a vector list, fused by RRF."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from .config import SearchSettings
 from .embed import Embedder, load_embedder
 from .errors import EmbedderUnavailable, UsageError
 from .fusion import rrf
-from .query import all_of, any_of, lexical_phrases, query_terms
-from .snippet import make_snippet
+from .lexical import Lexical, Plan
+from .query import Filters, Query, parse_query, query_terms
+from .snippet import highlight_spans, make_snippet
 from .store.sqlite import SqliteStore
 from .types import Hit
 from .vectors import VectorIndex
@@ -21,7 +22,6 @@ log = logging.getLogger("vaultseek")
 
 MODES = ("hybrid", "bm25", "vector")
 CHARS_PER_TOKEN = 4
-OR_BUDGET = 8_000  # postings an OR query may score before the lexical side narrows it
 
 
 @dataclass
@@ -30,12 +30,16 @@ class SearchResult:
     mode: str  # the mode actually used (hybrid falls back to bm25 when vectors are unavailable)
     hits: list[Hit]
     warnings: list[str] = field(default_factory=list)
+    corrections: dict[str, str] = field(default_factory=dict)  # typed word -> word searched instead
+    expansions: dict[str, list[str]] = field(default_factory=dict)  # partial word -> indexed words
+    terms: list[str] = field(default_factory=list)  # words to highlight
 
     def as_json(self) -> dict[str, object]:
         return {
             "query": self.query,
             "mode": self.mode,
             "warnings": self.warnings,
+            "corrections": self.corrections,
             "results": [
                 {
                     "path": h.path,
@@ -46,6 +50,7 @@ class SearchResult:
                     "vec_rank": h.vec_rank,
                     "start_line": h.start_line,
                     "snippet": h.snippet,
+                    "highlights": highlight_spans(h.snippet, self.terms),
                     "text": h.text,
                 }
                 for h in self.hits
@@ -63,13 +68,12 @@ class Searcher:
     def __init__(self, store: SqliteStore, settings: SearchSettings = SearchSettings(), embedder: Embedder | None = None, model: str | None = None) -> None:
         self.store = store
         self.settings = settings
+        self.lex = Lexical(store)
         self._embedder = embedder
         self._model = model or store.get_meta("model")
         self._vectors: VectorIndex | None = None
         self._vectors_version: int | None = None
         self.vector_error: str | None = None
-        self._count = 0
-        self._count_version: int | None = None
         self._pool = None
 
     # -- the two lists --------------------------------------------------------------------
@@ -88,55 +92,26 @@ class Searcher:
         return self._vectors
 
     def lexical(self, query: str, limit: int) -> list[tuple[int, float]]:
-        """BM25 over FTS5, best first.
-
-        FTS5 scores every chunk a query matches, so a query of common words over a big vault
-        would score most of it. When the words' postings add up to more than `OR_BUDGET`, words
-        in over half the chunks are dropped (their IDF is ~0), chunks holding every remaining
-        word come first, and the rest are filled from the rarest words.
-        """
-        phrases = lexical_phrases(query)
-        if not phrases:
-            return []
-        if len(phrases) == 1:
-            return self.store.bm25(any_of(phrases), limit)
-        df = {p: self.store.doc_freq(p) for p in phrases}
-        total = self._chunk_count()
-        kept = [p for p in phrases if df[p] <= total // 2] or phrases
-        if sum(df[p] for p in kept) <= OR_BUDGET or len(kept) == 1:
-            return self.store.bm25(any_of(kept), limit)
-        hits = self.store.bm25(all_of(kept), limit)
-        if len(hits) >= limit:
-            return hits
-        rare: list[str] = []
-        budget = 0
-        for p in sorted(kept, key=lambda p: df[p]):
-            if rare and budget + df[p] > OR_BUDGET:
-                break
-            rare.append(p)
-            budget += df[p]
-        seen = {i for i, _ in hits}
-        hits.extend(h for h in self.store.bm25(any_of(rare), limit) if h[0] not in seen)
-        return hits[:limit]
-
-    def _chunk_count(self) -> int:
-        version = self.store.data_version()
-        if self._count_version != version:
-            self._count = self.store.chunk_count()
-            self._count_version = version
-        return self._count
+        """BM25 list for plain query text (no filters), best first."""
+        return self.lex.search(self.lex.plan(parse_query(query)), limit)
 
     def semantic(self, query: str, limit: int) -> list[tuple[int, float]]:
-        """Raises EmbedderUnavailable when the model cannot load."""
-        return self._semantic_in(self.vector_index(), query, limit)
+        """Vector list for plain query text, best first. Raises EmbedderUnavailable."""
+        return self._semantic_in(self.vector_index(), query, limit, None)
 
-    def _semantic_in(self, index: VectorIndex, query: str, limit: int) -> list[tuple[int, float]]:
-        if index.size == 0:
+    def _semantic_in(self, index: VectorIndex, text: str, limit: int, admissible: np.ndarray | None) -> list[tuple[int, float]]:
+        if index.size == 0 or not text.strip():
             return []
-        vec = self.embedder().embed_batch([query])[0]
-        return index.search(vec, limit)
+        mask = None
+        if admissible is not None:
+            if len(admissible) and admissible[0] < 0:  # "anything but these"
+                mask = ~np.isin(index.ids, -admissible - 1)
+            else:
+                mask = np.isin(index.ids, admissible)
+        vec = self.embedder().embed_batch([text])[0]
+        return index.search(vec, limit, mask)
 
-    def _both(self, query: str, limit: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    def _both(self, plan: Plan, text: str, limit: int, where, admissible) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
         """Both lists at once: the vector side (numpy, GIL released) runs on a second thread while
         SQLite (apsw releases the GIL too) ranks the lexical side."""
         index = self.vector_index()  # reads the store here, never from the worker thread
@@ -144,16 +119,26 @@ class Searcher:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vaultseek-vector")
-        future = self._pool.submit(self._semantic_in, index, query, limit)
+        future = self._pool.submit(self._semantic_in, index, text, limit, admissible)
         try:
-            lex = self.lexical(query, limit)
+            lex = self.lex.search(plan, limit, where)
         finally:
             vec = future.result()
         return lex, vec
 
     # -- the pipeline ---------------------------------------------------------------------
 
-    def search(self, query: str, k: int | None = None, mode: str = "hybrid", max_tokens: int | None = None) -> SearchResult:
+    def search(
+        self,
+        query: str,
+        k: int | None = None,
+        mode: str = "hybrid",
+        max_tokens: int | None = None,
+        filters: Filters | None = None,
+        fix_typos: bool = True,
+        per_note: int | None = None,
+    ) -> SearchResult:
+        """Search with the query language of `query.parse_query`; `filters` add to those in the text."""
         if mode not in MODES:
             raise UsageError(f"unknown mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
         if not query or not query.strip():
@@ -161,22 +146,33 @@ class Searcher:
         k = self.settings.k if k is None else k
         if k < 1:
             raise UsageError("-k must be at least 1")
+        parsed = parse_query(query)
+        if filters:
+            parsed = replace(parsed, filters=parsed.filters.merged(filters))
+        if not parsed.text and not parsed.phrases:
+            raise UsageError(f"nothing to search for in {query!r}", hint="add some words besides filters and -exclusions")
+        per_note = self.settings.per_note if per_note is None else per_note
         n = max(self.settings.candidates, k)
+        pool = n * 3 if per_note else n  # grouping drops chunks of the same note: fetch more
+        f = parsed.filters
+        where = self.store.filter_sql(f.tags, f.paths, f.types, f.after, f.before) if f else None
+        plan = self.lex.plan(parsed, fix_typos=fix_typos)
+        admissible = self.lex.admissible(plan, where) if (where or plan.required or plan.excluded) else None
         warnings: list[str] = []
 
         lex: list[tuple[int, float]] = []
         vec: list[tuple[int, float]] = []
         if mode == "bm25":
-            lex = self.lexical(query, n)
+            lex = self.lex.search(plan, n, where)
         else:
             try:
                 if mode == "hybrid":
-                    lex, vec = self._both(query, n)
+                    lex, vec = self._both(plan, parsed.text, n, where, admissible)
                 else:
-                    vec = self.semantic(query, n)
+                    vec = self._semantic_in(self.vector_index(), parsed.text, n, admissible)
             except EmbedderUnavailable as exc:
                 if mode == "hybrid":
-                    lex = self.lexical(query, n)
+                    lex = self.lex.search(plan, n, where)
                 self.vector_error = str(exc).splitlines()[0]
                 msg = f"vector search unavailable ({self.vector_error}); showing keyword (BM25) results only"
                 if mode == "vector":
@@ -184,34 +180,55 @@ class Searcher:
                 warnings.append(msg)
                 mode = "bm25"
 
-        if mode == "bm25":
-            lists, weights = [[i for i, _ in lex]], [self.settings.bm25_weight]
-        elif mode == "vector":
-            lists, weights = [[i for i, _ in vec]], [self.settings.vector_weight]
-        else:
-            lists = [[i for i, _ in lex], [i for i, _ in vec]]
-            weights = [self.settings.bm25_weight, self.settings.vector_weight]
-        fused = rrf(lists, weights, k=self.settings.rrf_k)[:k]
-        rows = self.store.fetch_chunks([f.id for f in fused])
-        terms = query_terms(query)
+        names = {"hybrid": ("bm25", "vector"), "bm25": ("bm25",), "vector": ("vector",)}[mode]
+        lists = {"bm25": [i for i, _ in lex], "vector": [i for i, _ in vec]}
+        weights = {"bm25": self.settings.bm25_weight, "vector": self.settings.vector_weight}
+        fused = rrf([lists[name] for name in names], [weights[name] for name in names], k=self.settings.rrf_k)[:pool]
+        if per_note:
+            files = self.store.chunk_files([x.id for x in fused])  # type: ignore[misc]
+            per_file: dict[int, int] = {}
+            kept = []
+            for x in fused:
+                fid = files.get(x.id)  # type: ignore[arg-type]
+                if fid is None or per_file.get(fid, 0) >= per_note:
+                    continue
+                per_file[fid] = per_file.get(fid, 0) + 1
+                kept.append(x)
+            fused = kept
+        fused = fused[:k]
+        rows = self.store.fetch_chunks([x.id for x in fused])  # type: ignore[misc]
+        terms = self._highlight_terms(parsed, plan)
         hits: list[Hit] = []
-        for f in fused:
-            row = rows.get(f.id)  # type: ignore[arg-type]
+        for x in fused:
+            row = rows.get(x.id)  # type: ignore[arg-type]
             if row is None:  # deleted between the two reads
                 continue
-            bm25_rank = f.ranks[0] if mode in ("hybrid", "bm25") else None
-            vec_rank = f.ranks[-1] if mode in ("hybrid", "vector") else None
-            names = {"hybrid": ("bm25", "vector"), "bm25": ("bm25",), "vector": ("vector",)}[mode]
+            ranks = dict(zip(names, x.ranks))
             hits.append(
                 Hit(
                     chunk_id=row.id, path=row.path, section=row.section, heading_context=row.heading_context,
-                    text=row.text, score=f.score, bm25_rank=bm25_rank, vec_rank=vec_rank, start_line=row.start_line,
-                    snippet=make_snippet(row.text, terms), terms=dict(zip(names, f.terms)),
+                    text=row.text, score=x.score, bm25_rank=ranks.get("bm25"), vec_rank=ranks.get("vector"),
+                    start_line=row.start_line, snippet=make_snippet(row.text, terms), terms=dict(zip(names, x.terms)),
                 )
             )
         if max_tokens is not None:
             hits = fit_to_budget(hits, max_tokens)
-        return SearchResult(query=query, mode=mode, hits=hits, warnings=warnings)
+        corrections = {w: self._surface(stem, hits) for w, stem in plan.corrections.items()}
+        return SearchResult(query=query, mode=mode, hits=hits, warnings=warnings, corrections=corrections, expansions=plan.alternatives, terms=terms)
+
+    def _highlight_terms(self, parsed: Query, plan: Plan) -> list[str]:
+        terms = query_terms(parsed.text)
+        terms += [t for alts in plan.alternatives.values() for t in alts] + list(plan.corrections.values())
+        return list(dict.fromkeys(t for t in terms if t))
+
+    def _surface(self, stem: str, hits: list[Hit]) -> str:
+        """How a corrected word is written in the results (the index keeps stems: `registri`)."""
+        for hit in hits[:3]:
+            data = hit.text.encode("utf-8")
+            for start, end, token in self.store.stem(hit.text):
+                if token == stem:
+                    return data[start:end].decode("utf-8", errors="replace").lower()
+        return stem
 
 
 def fit_to_budget(hits: list[Hit], max_tokens: int) -> list[Hit]:

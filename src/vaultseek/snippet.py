@@ -52,3 +52,9 @@ def make_snippet(text: str, terms: list[str], width: int = 220) -> str:
         space = flat.rfind(" ", start, end)
         end = space if space > start + width // 2 else end
     return ("…" if start > 0 else "") + flat[start:end].strip() + ("…" if end < len(flat) else "")
+
+
+def highlight_spans(snippet: str, terms: list[str]) -> list[list[int]]:
+    """[start, end) character offsets of the query's words in a snippet, for highlighting."""
+    pattern = term_pattern(terms)
+    return [[m.start(), m.end()] for m in pattern.finditer(snippet)] if pattern else []

@@ -23,7 +23,7 @@ from .textpack import TextPacker, train_dictionary
 from .vecblocks import VectorBlocks
 from ..types import Chunk
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 3000
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 FTS_COLUMNS = ("text", "section", "heading_context")
@@ -380,11 +380,61 @@ class SqliteStore:
             "excluded": one("SELECT count(*) FROM excluded"),
         }
 
-    def bm25(self, match: str, limit: int, weights: tuple[float, float, float] = (1.0, 0.5, 0.3)) -> list[tuple[int, float]]:
-        """Top chunk ids for an FTS5 MATCH expression, best first, with their bm25 scores (lower is better)."""
+    def bm25(
+        self, match: str, limit: int, where: tuple[str, list[object]] | None = None, weights: tuple[float, float, float] = (1.0, 0.5, 0.3)
+    ) -> list[tuple[int, float]]:
+        """Top chunk ids for an FTS5 MATCH expression, best first, with their bm25 scores (lower
+        is better). `where` is an SQL condition on the note's row `f` (see `filter_sql`)."""
         w = ", ".join(str(float(x)) for x in weights)
-        sql = f"SELECT rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?"
-        return [(int(r[0]), float(r[1])) for r in self.conn.execute(sql, (match, limit))]
+        if where is None:
+            sql = f"SELECT rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?"
+            return [(int(r[0]), float(r[1])) for r in self.conn.execute(sql, (match, limit))]
+        sql = (
+            f"SELECT chunks_fts.rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts "
+            "JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id "
+            f"WHERE chunks_fts MATCH ? AND ({where[0]}) ORDER BY s LIMIT ?"
+        )
+        return [(int(r[0]), float(r[1])) for r in self.conn.execute(sql, [match, *where[1], limit])]
+
+    def match_ids(self, match: str) -> np.ndarray:
+        """Every chunk id an FTS5 expression matches (no ranking)."""
+        rows = self.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (match,)).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def filter_ids(self, where: tuple[str, list[object]]) -> np.ndarray:
+        """Every chunk id of the notes a filter condition admits."""
+        rows = self.conn.execute(f"SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE {where[0]}", where[1]).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def chunk_files(self, ids: Sequence[int]) -> dict[int, int]:
+        """chunk id -> file id, for grouping results by note."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        return dict(self.conn.execute(f"SELECT id, file_id FROM chunks WHERE id IN ({marks})", list(ids)))
+
+    def vocabulary(self) -> list[tuple[str, int]]:
+        """Every indexed term with the number of chunks holding it."""
+        self._ensure_vocab()
+        return self.conn.execute("SELECT term, doc FROM temp.chunks_vocab").fetchall()
+
+    def terms_with_prefix(self, prefix: str, limit: int) -> list[tuple[str, int]]:
+        """Indexed terms starting with `prefix`, most frequent first."""
+        self._ensure_vocab()
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        return self.conn.execute(
+            "SELECT term, doc FROM temp.chunks_vocab WHERE term >= ? AND term < ? ORDER BY doc DESC LIMIT ?", (prefix, upper, limit)
+        ).fetchall()
+
+    def stem(self, text: str) -> list[tuple[int, int, str]]:
+        """The index tokenizer's tokens of `text`: (start byte, end byte, token)."""
+        self._ensure_vocab()
+        return [(t[0], t[1], t[2]) for t in self._tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None) if len(t) > 2]
+
+    def _ensure_vocab(self) -> None:
+        if self._tokenizer is None:
+            self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'row')")
+            self._tokenizer = self.conn.fts5_tokenizer(FTS_TOKENIZER.split()[0], FTS_TOKENIZER.split()[1:])
 
     def doc_freq(self, phrase: str) -> int:
         """How many chunks hold `phrase` (an upper bound for multi-token phrases), cached until
@@ -396,9 +446,7 @@ class SqliteStore:
         cached = self._df_cache.get(phrase)
         if cached is not None:
             return cached
-        if self._tokenizer is None:
-            self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'row')")
-            self._tokenizer = self.conn.fts5_tokenizer(FTS_TOKENIZER.split()[0], FTS_TOKENIZER.split()[1:])
+        self._ensure_vocab()
         tokens = [t[2] for t in self._tokenizer(phrase.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None) if len(t) > 2]
         df = 0
         for i, token in enumerate(dict.fromkeys(tokens)):
@@ -407,6 +455,34 @@ class SqliteStore:
             df = n if i == 0 else min(df, n)
         self._df_cache[phrase] = df
         return df
+
+    def filter_sql(self, tags: Sequence[str], paths: Sequence[str], types: Sequence[str], after: str | None, before: str | None) -> tuple[str, list[object]] | None:
+        """An SQL condition on a note row `f` for the search filters; None when there are none.
+        Values of one kind are alternatives (OR); different kinds must all hold (AND)."""
+        clauses: list[str] = []
+        params: list[object] = []
+        if tags:
+            # Obsidian's nested tags: tag:project also finds project/alpha.
+            alts = []
+            for tag in tags:
+                alts.append("(instr(lower(char(31) || f.tags || char(31)), char(31) || ? || char(31)) > 0 OR instr(lower(char(31) || f.tags), char(31) || ? || '/') > 0)")
+                params += [tag.lower(), tag.lower()]
+            clauses.append("(" + " OR ".join(alts) + ")")
+        if paths:
+            clauses.append("(" + " OR ".join("lower(substr(f.path, 1, ?)) = lower(?)" for _ in paths) + ")")
+            for p in paths:
+                params += [len(p), p]
+        if types:
+            clauses.append("lower(f.type) IN (" + ",".join("?" * len(types)) + ")")
+            params += [t.lower() for t in types]
+        day = "coalesce(f.date, date(f.mtime_ns / 1000000000, 'unixepoch'))"
+        if after:
+            clauses.append(f"{day} >= ?")
+            params.append(after)
+        if before:
+            clauses.append(f"{day} < ?")
+            params.append(before)
+        return (" AND ".join(clauses), params) if clauses else None
 
     def chunk_count(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])

@@ -1,0 +1,222 @@
+"""The lexical side: BM25 over FTS5, made forgiving.
+
+- Words the index has never seen are expanded to indexed words they are a prefix of (`useEff` ->
+  `useeffect`), else a substring of (`FileW` -> `createfilew`), else corrected to the closest
+  indexed word by edit distance, preferring frequent words (`zettelkastn` -> `zettelkasten`).
+- FTS5 scores every chunk a query matches, so a query of common words over a big vault would
+  score most of it: see `Lexical._words_expr`.
+- "Exact phrases" must all occur, -words must not, and filters restrict notes; the same
+  constraints are handed to the vector side as a set of admissible chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .query import STOPWORDS, Query, all_of, any_of, is_cjk, lexical_phrases, phrase_expr, quote_term
+from .store.sqlite import SqliteStore
+
+OR_BUDGET = 8_000  # postings an OR query may score before the lexical side narrows it
+EXPANSIONS = 8  # indexed words a prefix or substring may stand for
+MIN_FIX_LEN = 4  # shorter unknown words are not corrected (too many near neighbours)
+
+
+@dataclass
+class Plan:
+    """How a query is searched: the FTS5 expression parts and what was rewritten."""
+
+    words: list[str]  # the query's words and CJK pairs, as typed (lower-cased)
+    alternatives: dict[str, list[str]] = field(default_factory=dict)  # unknown word -> indexed words it is part of
+    corrections: dict[str, str] = field(default_factory=dict)  # misspelt word -> indexed word (a stem)
+    required: list[str] = field(default_factory=list)  # FTS5 phrases every result must hold
+    excluded: list[str] = field(default_factory=list)  # FTS5 phrases no result may hold
+
+
+class Lexical:
+    """Plans and runs lexical searches for one store; caches the vocabulary's trigram index."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+        self._trigrams: dict[str, set[int]] | None = None
+        self._terms: list[tuple[str, int]] = []
+        self._trigram_version: int | None = None
+        self._count = 0
+        self._count_version: int | None = None
+
+    # -- planning -------------------------------------------------------------------------
+
+    def plan(self, query: Query, fix_typos: bool = True) -> Plan:
+        words = lexical_phrases(query.text)
+        plan = Plan(words=[])
+        for word in words:
+            if " " in word or is_cjk(word) or word in STOPWORDS or self.store.doc_freq(word) > 0:
+                plan.words.append(word)
+                continue
+            plan.words.append(word)
+            expanded = self._expand(word) if len(word) >= 3 else []
+            if expanded:
+                plan.alternatives[word] = expanded
+                continue
+            fixed = self._correct(word) if fix_typos and len(word) >= MIN_FIX_LEN else None
+            if fixed:
+                plan.corrections[word] = fixed
+        plan.required = [phrase_expr(p) for p in query.phrases]
+        plan.excluded = [phrase_expr(p) for p in query.excluded]
+        return plan
+
+    def _expand(self, word: str) -> list[str]:
+        """Indexed words that `word` is the start of (one prefix suffices), else a part of."""
+        tokens = self.store.stem(word)
+        stem = tokens[0][2] if len(tokens) == 1 else word
+        if self.store.terms_with_prefix(stem, 1):
+            return [stem]
+        return [t for t, _ in self._substring(stem)]
+
+    def _substring(self, part: str) -> list[tuple[str, int]]:
+        if len(part) < 3:
+            return []
+        trigrams, terms = self._trigram_index()
+        sets = [trigrams.get(part[i : i + 3], set()) for i in range(len(part) - 2)]
+        if not all(sets):
+            return []
+        ids = set.intersection(*sets)
+        found = [terms[i] for i in ids if part in terms[i][0]]
+        return sorted(found, key=lambda t: -t[1])[:EXPANSIONS]
+
+    def _correct(self, word: str) -> str | None:
+        """The indexed word closest to `word` (edit distance 1, or 2 for long words), the most
+        frequent one on ties."""
+        trigrams, terms = self._trigram_index()
+        padded = f" {word} "
+        votes: dict[int, int] = {}
+        for i in range(len(padded) - 2):
+            for t in trigrams.get(padded[i : i + 3], ()):
+                votes[t] = votes.get(t, 0) + 1
+        limit = 1 if len(word) < 8 else 2
+        best: tuple[int, int, str] | None = None
+        for t, _ in sorted(votes.items(), key=lambda kv: -kv[1])[:200]:
+            term, df = terms[t]
+            if abs(len(term) - len(word)) > limit:
+                continue
+            d = edit_distance(word, term, limit)
+            if d <= limit and (best is None or (d, -df) < (best[0], best[1])):
+                best = (d, -df, term)
+        return best[2] if best else None
+
+    def _trigram_index(self) -> tuple[dict[str, set[int]], list[tuple[str, int]]]:
+        """Trigrams of every indexed word (padded with spaces), built in memory when first needed.
+        Costs ~0.3 s on a 100k-chunk vault, and nothing on disk."""
+        version = self.store.data_version()
+        if self._trigrams is None or version != self._trigram_version:
+            self._terms = [(t, d) for t, d in self.store.vocabulary() if not t.isdigit()]
+            index: dict[str, set[int]] = {}
+            for i, (term, _) in enumerate(self._terms):
+                padded = f" {term} "
+                for j in range(len(padded) - 2):
+                    index.setdefault(padded[j : j + 3], set()).add(i)
+            self._trigrams, self._trigram_version = index, version
+        return self._trigrams, self._terms
+
+    # -- running --------------------------------------------------------------------------
+
+    def search(self, plan: Plan, limit: int, where: tuple[str, list[object]] | None = None) -> list[tuple[int, float]]:
+        """BM25-ranked chunk ids, best first."""
+        tiers = self._word_tiers(plan)
+        if not tiers and not plan.required:
+            return []
+        hits: list[tuple[int, float]] = []
+        seen: set[int] = set()
+        for expr in tiers or [None]:
+            parts = ([f"({expr})"] if expr else []) + plan.required
+            match = " AND ".join(parts)
+            if plan.excluded:
+                match += " NOT (" + " OR ".join(plan.excluded) + ")"
+            for cid, score in self.store.bm25(match, limit, where):
+                if cid not in seen:
+                    seen.add(cid)
+                    hits.append((cid, score))
+            if len(hits) >= limit:
+                break
+        return hits[:limit]
+
+    def _word_tiers(self, plan: Plan) -> list[str]:
+        """FTS5 expressions for the words, run in order until enough chunks are found.
+
+        Normally one: the OR of the words. FTS5 scores every chunk a query matches, so over a big
+        vault words in most chunks are dropped (their IDF is ~0) and, past `OR_BUDGET` postings,
+        chunks holding every word come first, then chunks holding the rarest words.
+        """
+        if not plan.words:
+            return []
+        if plan.alternatives or plan.corrections:
+            return [" OR ".join(self._word_expr(plan, w) for w in plan.words)]
+        if len(plan.words) == 1:
+            return [any_of(plan.words)]
+        df = {w: self.store.doc_freq(w) for w in plan.words}
+        total = self._chunk_count()
+        kept = [w for w in plan.words if df[w] <= total // 2] or plan.words
+        if sum(df[p] for p in kept) <= OR_BUDGET or len(kept) == 1:
+            return [any_of(kept)]
+        rare: list[str] = []
+        budget = 0
+        for p in sorted(kept, key=lambda p: df[p]):
+            if rare and budget + df[p] > OR_BUDGET:
+                break
+            rare.append(p)
+            budget += df[p]
+        return [all_of(kept), any_of(rare)]
+
+    @staticmethod
+    def _word_expr(plan: Plan, word: str) -> str:
+        """One word's FTS5 expression. Indexed words (stems) are searched as prefixes: stemming
+        a stem again can shorten it, and a prefix query still finds the original."""
+        if word in plan.alternatives:
+            return "(" + " OR ".join(quote_term(t) + " *" for t in plan.alternatives[word]) + ")"
+        if word in plan.corrections:
+            return quote_term(plan.corrections[word]) + " *"
+        return quote_term(word)
+
+    def _chunk_count(self) -> int:
+        version = self.store.data_version()
+        if self._count_version != version:
+            self._count = self.store.chunk_count()
+            self._count_version = version
+        return self._count
+
+    # -- constraints for the vector side ---------------------------------------------------
+
+    def admissible(self, plan: Plan, where: tuple[str, list[object]] | None) -> np.ndarray | None:
+        """Chunk ids the vector side may return (None: any), from filters, phrases, exclusions."""
+        allowed: np.ndarray | None = None
+        if where is not None:
+            allowed = self.store.filter_ids(where)
+        if plan.required:
+            ids = self.store.match_ids(" AND ".join(plan.required))
+            allowed = ids if allowed is None else np.intersect1d(allowed, ids)
+        if plan.excluded:
+            banned = self.store.match_ids(" OR ".join(plan.excluded))
+            if allowed is None:
+                return -banned - 1  # negative ids: "anything but these" (see Searcher)
+            allowed = np.setdiff1d(allowed, banned)
+        return allowed
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Damerau-Levenshtein distance (adjacent transpositions count 1), stopping early past `limit`."""
+    if a == b:
+        return 0
+    prev2: list[int] | None = None
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, start=1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, start=1):
+            cost = 0 if ca == cb else 1
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if prev2 is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if min(cur) > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[-1]
