@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .query import STOPWORDS, Query, all_of, any_of, is_cjk, lexical_phrases, phrase_expr, quote_term
+from .snippet import term_pattern
 from .store.sqlite import SqliteStore
 
 OR_BUDGET = 8_000  # postings an OR query may score before the lexical side narrows it
@@ -121,8 +122,27 @@ class Lexical:
 
     # -- running --------------------------------------------------------------------------
 
-    def search(self, plan: Plan, limit: int, where: tuple[str, list[object]] | None = None) -> list[tuple[int, float]]:
-        """BM25-ranked chunk ids, best first."""
+    def search(
+        self, plan: Plan, limit: int, where: tuple[str, list[object]] | None = None, proximity: float = 0.0
+    ) -> list[tuple[int, float]]:
+        """BM25-ranked chunk ids, best first (scores: lower is better, as FTS5's bm25()).
+
+        With `proximity` > 0, chunks where the query's words occur close together move up:
+        each score is multiplied by 1 + proximity * closeness (see `closeness`).
+        """
+        hits = self._bm25(plan, limit, where)
+        words = [w for w in plan.words if w not in STOPWORDS]
+        if proximity <= 0 or len(words) < 2 or len(hits) < 2:
+            return hits
+        rows = self.store.fetch_chunks([cid for cid, _ in hits])
+        patterns = [term_pattern(plan.alternatives.get(w, [plan.corrections.get(w, w)])) for w in words]
+        rescored = [
+            (cid, score * (1.0 + proximity * closeness(rows[cid].text, patterns)) if cid in rows else score)
+            for cid, score in hits
+        ]
+        return sorted(rescored, key=lambda h: h[1])
+
+    def _bm25(self, plan: Plan, limit: int, where: tuple[str, list[object]] | None) -> list[tuple[int, float]]:
         tiers = self._word_tiers(plan)
         if not tiers and not plan.required:
             return []
@@ -201,6 +221,35 @@ class Lexical:
                 return -banned - 1  # negative ids: "anything but these" (see Searcher)
             allowed = np.setdiff1d(allowed, banned)
         return allowed
+
+
+def closeness(text: str, patterns: list) -> float:
+    """How close together the query's words occur in `text`, in [0, 1]: the share of the words
+    found in the tightest window that holds the most of them, times how tight that window is
+    (1 when the words are next to each other; ~6 characters a word)."""
+    marks: list[tuple[int, int]] = []
+    for i, pattern in enumerate(patterns):
+        if pattern is not None:
+            marks.extend((m.start(), i) for m in pattern.finditer(text))
+    if not marks:
+        return 0.0
+    marks.sort()
+    n = len(patterns)
+    best_k, best_span = 0, 0
+    counts: dict[int, int] = {}
+    j = 0
+    for pos, term in marks:  # sliding window over match positions
+        counts[term] = counts.get(term, 0) + 1
+        while counts[marks[j][1]] > 1:
+            counts[marks[j][1]] -= 1
+            j += 1
+        k, span = len(counts), pos - marks[j][0]
+        if k > best_k or (k == best_k and span < best_span):
+            best_k, best_span = k, span
+    if best_k < 2:
+        return 0.0
+    words_apart = best_span / 6.0 + 1
+    return (best_k / n) * min(1.0, best_k / words_apart)
 
 
 def edit_distance(a: str, b: str, limit: int) -> int:
