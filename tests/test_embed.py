@@ -259,3 +259,23 @@ def test_semantic_sanity(vendored: Model2VecEmbedder) -> None:
         ]
     )
     assert float(query @ oauth) > float(query @ bread) + 0.1
+
+
+def test_light_path_for_queries_equals_the_full_model() -> None:
+    """One-off searches embed with the pure-Python tokenizer; the vectors must be identical."""
+    from vaultseek.embed import Model2VecEmbedder, MODELS_DIR
+    from tokenizers import Tokenizer
+    from vaultseek.wordpiece import WordPiece
+
+    texts = ["how do I rotate an OAuth token?", "CreateFileW GetLastError", "认证失败 リンク 동기화", "héllo naïve café", "", "x" * 300]
+    light = Model2VecEmbedder(MODELS_DIR / "potion-base-8M")
+    a = np.vstack([light.embed_batch([t]) for t in texts])
+    assert light._loaded is None  # the Rust tokenizer was never loaded
+    full = Model2VecEmbedder(MODELS_DIR / "potion-base-8M")
+    b = full.embed_batch(texts + ["padding text"] * 10)[: len(texts)]  # a batch too big for the light path
+    assert full._loaded is not None
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    wp = WordPiece.from_tokenizer_json(MODELS_DIR / "potion-base-8M" / "tokenizer.json")
+    rust = Tokenizer.from_file(str(MODELS_DIR / "potion-base-8M" / "tokenizer.json"))
+    for text in texts + ["tab\there\x00null\u200bzw", "Ｆｕｌｌｗｉｄｔｈ 😀 ok", "a" * 150, "x\u0301y\u00a0z"]:
+        assert wp.ids(text) == rust.encode(text, add_special_tokens=False).ids

@@ -10,22 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .markdown import HEADING_RE, iter_body_lines
-from .types import Chunk, Note
-
-SKIP_SECTIONS = ("related", "see also", "links", "references")
-
-
-@dataclass(frozen=True)
-class ChunkingParams:
-    """The knobs that shape chunks; part of the index fingerprint."""
-
-    max_chars: int = 2000
-    min_chars: int = 30
-    skip_sections: tuple[str, ...] = SKIP_SECTIONS
-
-    def fingerprint(self) -> str:
-        return f"chunk-v2:{self.max_chars}:{self.min_chars}:{','.join(sorted(self.skip_sections))}"
-
+from .types import SKIP_SECTIONS, Chunk, ChunkingParams, Note
 
 @dataclass
 class _Block:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .chunking import SKIP_SECTIONS, ChunkingParams
+from .types import SKIP_SECTIONS, ChunkingParams
 from .errors import UsageError
 
 if sys.version_info >= (3, 11):

@@ -50,3 +50,18 @@ class Hit:
     start_line: int = 1
     snippet: str = ""
     terms: dict[str, float] = field(default_factory=dict)  # fusion terms, for --explain
+
+
+SKIP_SECTIONS = ("related", "see also", "links", "references")
+
+
+@dataclass(frozen=True)
+class ChunkingParams:
+    """The knobs that shape chunks; part of the index fingerprint."""
+
+    max_chars: int = 2000
+    min_chars: int = 30
+    skip_sections: tuple[str, ...] = SKIP_SECTIONS
+
+    def fingerprint(self) -> str:
+        return f"chunk-v2:{self.max_chars}:{self.min_chars}:{','.join(sorted(self.skip_sections))}"

