@@ -26,7 +26,7 @@ def _split_at(lines: list[str], start: int, levels: range) -> list[_Block]:
     """Split `lines` into blocks at headings whose level is in `levels` (outside code fences)."""
     blocks = [_Block("", 0, start, [])]
     for i, line, in_code in iter_body_lines("\n".join(lines)):
-        m = None if in_code else HEADING_RE.match(line)
+        m = None if in_code or "#" not in line else HEADING_RE.match(line)
         if m and len(m.group(1)) in levels:
             blocks.append(_Block(m.group(2).strip(), len(m.group(1)), start + i + 1, []))
         else:

@@ -39,7 +39,7 @@ def query_terms(text: str) -> list[str]:
 
 def fts_text(text: str) -> str:
     """The form of a text the FTS index stores: CJK characters spaced apart."""
-    if not CJK_RUN_RE.search(text):
+    if text.isascii() or not CJK_RUN_RE.search(text):
         return text
     return CJK_RUN_RE.sub(lambda m: " " + " ".join(m.group(0)) + " ", text)
 
