@@ -152,6 +152,11 @@ EXACT = [
         "Authorization: Basic YWxpY2U6V29uZGVybGFuZDQy\nHost: x",
         "Authorization: Basic [REDACTED:basic-auth]\nHost: x",
     ),
+    ('<add key="DbPassword" value="Abc123!!" />', '<add key="DbPassword" value="[REDACTED:password-assignment]" />'),
+    ("<password>Abc123!!xyz</password>", "<password>[REDACTED:password-assignment]</password>"),
+    ("[smtp]\nuser = mailer\npassword = 8kT!pq2Zr\n", "[smtp]\nuser = mailer\npassword = [REDACTED:password-assignment]\n"),
+    ("mysql --password=Hunter2xyz --user bob", "mysql --password=[REDACTED:password-assignment] --user bob"),
+    ("DB_PASSWORD=Ab3.cd.ef9\n", "DB_PASSWORD=[REDACTED:password-assignment]\n"),
 ]
 
 
@@ -257,6 +262,17 @@ FALSE_POSITIVES = [
     "Authorization: Bearer YOUR_ACCESS_TOKEN",
     "The eyJ prefix marks a base64url-encoded JSON object.",
     "Version 1.2.3:4 and time 12:34:56; ratio 16:9.",
+    '<add key="Title" value="Abc123!!" />',
+    "<Password>password</Password>",
+    '<TokenType>Primary</TokenType>\n<KeyName>MyKey</KeyName>',
+    "password: hunter",
+    "key: value",
+    # regressions found by scanning Python sources
+    "MLKEM768X25519PrivateKey = rust_openssl.hpke.MLKEM768X25519PrivateKey",
+    '_SK_START = b"-----BEGIN OPENSSH PRIVATE KEY-----"\n_SK_END = b"-----END OPENSSH PRIVATE KEY-----"',
+    "left_secret = left_secrets[ix]\nadd_to_git_credential: Annotated[bool, typer.Option()]",
+    'token = r"[-!#$%&\'*+.^_`|~0-9a-zA-Z]+"',
+    'HEADER_X_ACCESS_TOKEN = "X-Xet-Access-Token"',
 ]
 
 

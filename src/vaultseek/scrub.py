@@ -248,7 +248,7 @@ _LOW_GATES: dict[str, tuple[str, ...]] = {
     "basic": ("basic",),
     "authorization": ("authorization",),
 }
-# Name keywords for assignments; each present keyword fires gate "kw:<keyword>".
+# Name keywords for assignments; only the keywords present in a chunk get their regex run.
 _ASSIGN_KEYWORDS: tuple[str, ...] = ("pass", "pw", "secret", "token", "key", "cred")
 
 
@@ -381,6 +381,8 @@ _PEM_BEGIN = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?----
 _PEM_END = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_RUN = re.compile(r"(?:[A-Za-z0-9+/=]|[ \t\r\n]|\\[rn])*")
 _PEM_LEAD = re.compile(r"(?:\s|\\[rn])*")
+_PEM_B64_RUN = re.compile(r"[A-Za-z0-9+/=]{12}")
+_PEM_NOT_BODY = re.compile(r"[\"'(){};`]")
 
 
 def _pem(text: str, low: str) -> Iterator[_Hit]:
@@ -403,7 +405,9 @@ def _pem(text: str, low: str) -> Iterator[_Hit]:
                 stop -= 2
             else:
                 break
-        if stop > start:
+        body = text[start:stop]
+        # key material is base64 lines (plus Proc-Type/DEK-Info headers), never code or quotes
+        if stop > start and _PEM_B64_RUN.search(body) and not _PEM_NOT_BODY.search(body):
             yield start, stop, name
 
 
@@ -496,11 +500,9 @@ _KEY_QUAL = frozenset(
 _TOKEN_QUAL = frozenset(
     {"access", "auth", "refresh", "bearer", "api", "bot", "session", "oauth", "github", "gh", "gitlab",
      "slack", "personal", "service", "app", "client", "sas", "jwt", "npm", "pypi", "hf", "registry",
-     "deploy", "admin", "dot", "colon", "id", "secret"}
+     "deploy", "admin", "discord", "telegram", "id", "secret"}
 )
-_NAME_STOP = frozenset(
-    {"public", "pub", "publickey"}
-)
+_NAME_STOP = frozenset({"public", "pub", "publickey"})  # publicKeyToken, public_key: not secrets
 _LINE_PREFIX = re.compile(r"[ \t>*+-]*(?:(?:export|set|setx|declare -x|local|ENV)[ \t]+|\$env:)?")
 _UNQUOTED = re.compile(r"[^\s\"'`<>]+")
 _QUERY_VALUE = re.compile(r"[^\s&#\"'`<>)]+")
@@ -565,10 +567,10 @@ def _value_at(text: str, pos: int, key_start: int, key: str) -> tuple[int, int, 
 
 
 _SECRET_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.~:!@*#$%^&]+")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_]*")
+_IDENTIFIER = re.compile(r"[A-Za-z_]+")  # a bare variable name (no digits): code, not a value
 
 
-def _value_ok(kind: str, value: str, quoted: bool) -> bool:
+def _value_ok(kind: str, value: str, quoted: bool, key: str = "") -> bool:
     """Whether ``value`` assigned to a name of ``kind`` is worth redacting."""
     if _is_placeholder(value) or any(c.isspace() for c in value) or "-----BEGIN" in value:
         return False
@@ -576,7 +578,9 @@ def _value_ok(kind: str, value: str, quoted: bool) -> bool:
         # code, not configuration: calls, subscripts, member access, variables
         if value.endswith((";", ",")) or any(c in value for c in "()[]{}") or _IDENTIFIER.fullmatch(value):
             return False
-        if _CODE_VALUE_RE.fullmatch(value) and not any(c.isdigit() for c in value):  # config.password
+        if _CODE_VALUE_RE.fullmatch(value) and (  # config.password; X = module.X (an alias)
+            not any(c.isdigit() for c in value) or re.split(r"\.|->|::", value)[-1] == key
+        ):
             return False
     if kind == "password":
         if len(value) < 4:
@@ -609,15 +613,43 @@ def _assign(text: str, low: str, keywords: list[str]) -> Iterator[_Hit]:
             continue
         start, end, quoted = found
         value = text[start:end]
-        if not _value_ok(kind, value, quoted):
+        if not _value_ok(kind, value, quoted, key):
             continue
-        if kind == "password":
-            name = "password-assignment"
-        elif kind == "aws" and re.fullmatch(r"[A-Za-z0-9/+]{40}", value):
-            name = "aws-secret-access-key"
-        else:
-            name = "secret-assignment"
-        yield start, end, name
+        yield start, end, _name_for(kind, value)
+
+
+_XML_ELEMENT = re.compile(r"<([A-Za-z_][\w:.-]{0,80})>([^<>\s]{1,300})</\1>")
+_XML_VALUE_ATTR = re.compile(r"value[ \t]*=[ \t]*([\"'])([^\"'<>\r\n]{1,300})\1")
+_XML_KEY_ATTR = re.compile(r"(?:key|name)[ \t]*=[ \t]*[\"']([^\"'<>]{1,120})[\"'][ \t\r\n]+$")
+
+
+def _name_for(kind: str, value: str) -> str:
+    if kind == "password":
+        return "password-assignment"
+    if kind == "aws" and re.fullmatch(r"[A-Za-z0-9/+]{40}", value):
+        return "aws-secret-access-key"
+    return "secret-assignment"
+
+
+def _xml(text: str, low: str, keywords: list[str]) -> Iterator[_Hit]:
+    """``<password>v</password>`` and .NET ``<add key="DbPassword" value="v" />``."""
+    for m in _XML_ELEMENT.finditer(text):
+        tag = m.group(1).rpartition(":")[2]
+        if not any(kw in tag.lower() for kw in keywords):  # most tags are <strong>, <code>, ...
+            continue
+        kind = _classify(tag)
+        if kind and _value_ok(kind, m.group(2), True):
+            yield m.start(2), m.end(2), _name_for(kind, m.group(2))
+    if "value" not in low:
+        return
+    for m in _XML_VALUE_ATTR.finditer(text):
+        tag_start = text.rfind("<", max(0, m.start() - 300), m.start())
+        if tag_start < 0:
+            continue
+        k = _XML_KEY_ATTR.search(text, tag_start, m.start())
+        kind = _classify(k.group(1)) if k else None
+        if kind and _value_ok(kind, m.group(2), True):
+            yield m.start(2), m.end(2), _name_for(kind, m.group(2))
 
 
 _CUSTOM: tuple[tuple[str, Callable[[str, str], Iterator[_Hit]]], ...] = (
@@ -664,6 +696,8 @@ def _candidates(text: str) -> list[_Hit]:
         hits.extend(_assign(text, low, keywords))
         if "pass" in keywords or "pw" in keywords:
             hits.extend(_connstr(text, low))
+        if "<" in text:
+            hits.extend(_xml(text, low, keywords))
     return hits
 
 
