@@ -129,6 +129,13 @@ def test_private_notes_are_not_indexed_and_audited(index, vault):
     assert bm25_paths(store, "elephant") == [] and bm25_paths(store, "diary") == []
     raw = store.path.read_bytes()
     assert b"elephant" not in raw and b"sticky" not in raw
+    from vaultseek.cli import main
+    import json, io, contextlib
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["status", "--db", str(store.path), "--json"])
+    assert json.loads(out.getvalue())["sensitive"] == 2
 
 
 def test_bad_files_do_not_stop_the_run(index, vault, caplog):

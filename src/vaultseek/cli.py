@@ -260,6 +260,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if vector_ok and counts["vectors"] == 0 and counts["chunks"] > 0:
         vector_ok, vector_reason = False, "the index holds no vectors; run `vaultseek index --full`"
     last = store.get_meta("last_indexed_at")
+    reasons = store.excluded().values()
+    sensitive = sum(1 for r in reasons if r.startswith(("private folder", "marked private")))
     data = {
         "vault": str(root) if root else None,
         "db": str(db),
@@ -268,6 +270,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "chunks": counts["chunks"],
         "vectors": counts["vectors"],
         "excluded": counts["excluded"],
+        "sensitive": sensitive,
         "changed_since_index": changed,
         "model": model,
         "fingerprint": store.get_meta("fingerprint"),
@@ -281,7 +284,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     pending = sum(changed.values())
     print(f"vault        {data['vault']}")
     print(f"index        {db} ({data['db_bytes'] / 1e6:.1f} MB)")
-    print(f"notes        {data['files']} indexed, {data['excluded']} not indexed (private, binary or too large)")
+    print(f"notes        {data['files']} indexed; not indexed: {sensitive} sensitive (private folder or marked private), {data['excluded'] - sensitive} binary or too large")
     print(f"chunks       {data['chunks']} ({data['vectors']} with vectors)")
     print(f"changed      {pending} notes on disk since the last index" + (f" ({changed['new']} new, {changed['modified']} modified, {changed['deleted']} deleted): run `vaultseek index`" if pending else ""))
     print(f"model        {model}")
