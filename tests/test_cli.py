@@ -64,3 +64,37 @@ def test_demo_runs_on_the_bundled_vault(tmp_path: Path):
     r = run("demo", "--db", str(tmp_path / "demo.db"))
     assert r.returncode == 0, r.stderr
     assert "Security/OAuth Token Rotation.md" in r.stdout and "中文笔记/认证失败排查.md" in r.stdout
+
+
+def test_ctrl_c_finishes_whole_files_and_the_next_run_resumes(tmp_path: Path):
+    import signal
+    import time
+
+    import apsw
+
+    vault = tmp_path / "big"
+    vault.mkdir()
+    para = "Indexing keeps going until the user presses control C, then it stops cleanly. " * 12
+    for i in range(2000):
+        (vault / f"note-{i:04d}.md").write_text(f"# Note {i}\n\n## Part one\n{para}\n\n## Part two\n{para} number {i}\n")
+    db = tmp_path / "index.db"
+    proc = subprocess.Popen([sys.executable, "-m", "vaultseek", "index", str(vault), "--db", str(db), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until the first files are committed
+        try:
+            conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+            n = conn.execute("SELECT count(*) FROM files").fetchone()[0]
+            conn.close()
+            if n:
+                break
+        except apsw.Error:
+            pass
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    summary = json.loads(out)
+    assert summary["interrupted"] and 0 < summary["added"] < 2000
+    assert "interrupted" in err and "Traceback" not in err
+    resumed = json.loads(run("index", str(vault), "--db", str(db), "--json").stdout)
+    assert resumed["added"] == 2000 - summary["added"] and resumed["chunks"] == 4000

@@ -83,3 +83,23 @@ def test_unreadable_file_keeps_its_previous_version(index, vault, monkeypatch):
     summary, store = index()
     assert summary.skipped == 1 and summary.deleted == 0
     assert store.conn.execute("SELECT count(*) FROM files WHERE path='Personal/Sourdough bread.md'").fetchone()[0] == 1
+
+
+def test_file_vanishing_mid_run_is_skipped_then_removed(index, vault, monkeypatch):
+    _, store = index()
+    note = vault / "Personal" / "Sourdough bread.md"
+    note.write_text(note.read_text() + "\nmore\n")
+    real_open = open
+
+    def vanish(path, *args, **kwargs):
+        if str(path).endswith("Sourdough bread.md"):
+            note.unlink(missing_ok=True)  # deleted between the scan and the read
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(indexer_module, "open", vanish, raising=False)
+    summary, store = index()
+    assert summary.skipped == 1
+    monkeypatch.undo()
+    summary, store = index()
+    assert summary.deleted == 1
+    assert store.conn.execute("SELECT count(*) FROM files WHERE path='Personal/Sourdough bread.md'").fetchone()[0] == 0
