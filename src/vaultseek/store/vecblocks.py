@@ -117,10 +117,17 @@ class VectorBlocks:
     def by_hash(self, hashes: Iterable[int]) -> dict[int, tuple[float, bytes]]:
         """Stored (scale, int8 bytes) for texts embedded before, keyed by their hash."""
         where: dict[int, list[tuple[int, int]]] = {}
-        for h in hashes:
-            row = self.conn.execute("SELECT chunk_id, block FROM vec_keys WHERE embed_hash=? LIMIT 1", (h,)).fetchone()
-            if row:
-                where.setdefault(row[1], []).append((h, row[0]))
+        wanted = list(dict.fromkeys(hashes))
+        if not wanted or self.conn.execute("SELECT 1 FROM vec_keys LIMIT 1").fetchone() is None:
+            return {}
+        found: dict[int, tuple[int, int]] = {}
+        for i in range(0, len(wanted), 500):  # one query per 500 hashes, not one per hash
+            part = wanted[i : i + 500]
+            sql = f"SELECT embed_hash, chunk_id, block FROM vec_keys WHERE embed_hash IN ({','.join('?' * len(part))})"
+            for h, cid, block in self.conn.execute(sql, part):
+                found.setdefault(h, (cid, block))
+        for h, (cid, block) in found.items():
+            where.setdefault(block, []).append((h, cid))
         out: dict[int, tuple[float, bytes]] = {}
         for block, wanted in where.items():
             ids_b, scales_b, q_b = self.conn.execute("SELECT ids, scales, q FROM vec_blocks WHERE block=?", (block,)).fetchone()
