@@ -202,7 +202,27 @@ def test_fast_ranking_matches_the_search_pipeline(beir) -> None:
     _, searcher, _, _ = beir
     for mode in ("hybrid", "bm25", "vector"):
         for query in ("wild yeast bread", "energy from the sea"):
-            assert ranked_chunks(searcher, query, mode, 50) == [h.chunk_id for h in searcher.search(query, k=50, mode=mode).hits]
+            assert ranked_chunks(searcher, query, mode, 50) == [h.chunk_id for h in searcher.search(query, k=50, mode=mode, per_note=0).hits]
+
+
+def test_a_deep_ranking_starts_as_the_k10_search_does(beir) -> None:
+    """`eval` asks for 300 results; its first ten must be what `search -k 10` shows (the convex
+    fusion normalises each list at its 30th candidate, however deep the list is)."""
+    _, searcher, _, _ = beir
+    for query in ("wild yeast bread", "energy from the sea", "glacier"):
+        assert ranked_chunks(searcher, query, "hybrid", 300)[:10] == ranked_chunks(searcher, query, "hybrid", 10)
+
+
+def test_summary_reports_both_halves() -> None:
+    from vaultseek.evaluate import QueryResult, half_of
+
+    m = lambda v: {"ndcg@10": v, "recall@10": v, "mrr@10": v, "recall@100": v}  # noqa: E731
+    ids = [str(i) for i in range(40)]
+    assert {half_of(q) for q in ids} == {"A", "B"} and half_of("7") == half_of("7")
+    rows = [QueryResult(q, "t", None, [], m(1.0 if half_of(q) == "A" else 0.0)) for q in ids]
+    halves = summarize(rows)["halves"]
+    assert halves["A"]["ndcg@10"] == 1.0 and halves["B"]["ndcg@10"] == 0.0
+    assert halves["A"]["queries"] + halves["B"]["queries"] == 40
 
 
 def test_corpus_vault_is_reused_when_unchanged(beir) -> None:
@@ -312,6 +332,18 @@ def test_self_test_cli_writes_a_reusable_dataset(vault: Path, tmp_path: Path, ca
     assert not any("Diary" in next(iter(q)) for q in written.qrels.values())  # private notes are never answers
     assert run_cli(["eval", str(out), "--vault", str(vault), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["queries"] == data["queries"]
+
+
+def test_eval_without_typo_correction(vault: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    golden = tmp_path / "typos"
+    write_dataset(Dataset("typos", {"t1": "espreso"}, {"t1": {"Espresso recipe.md": 1}}, {"t1": "typo"}), golden)
+    db = tmp_path / "index.db"
+    assert run_cli(["eval", str(golden), "--vault", str(vault), "--db", str(db), "--mode", "bm25", "--json"]) == 0
+    fixed = json.loads(capsys.readouterr().out)
+    assert run_cli(["eval", str(golden), "--vault", str(vault), "--db", str(db), "--mode", "bm25", "--json", "--no-correct"]) == 0
+    typed = json.loads(capsys.readouterr().out)
+    assert fixed["mrr@10"] == 1.0 and typed["mrr@10"] == 0.0  # as typed, no note holds the word
+    assert set(fixed["halves"]) == {"A", "B"}
 
 
 def test_eval_needs_a_dataset_or_self_test() -> None:

@@ -36,12 +36,15 @@ def test_known_answers_rank_first(searcher, query, expected):
     assert result.hits and result.hits[0].path == expected
 
 
-def test_hybrid_fuses_both_lists(searcher):
-    result = searcher.search("refresh token rotation")
+def test_hybrid_fuses_both_lists(index):
+    _, store = index()
+    rrf = SearchSettings(fusion="rrf", bm25_weight=1.0, vector_weight=1.0, short_chunk_penalty=0.0)
+    result = Searcher(store, rrf).search("refresh token rotation")
     top = result.hits[0]
     assert top.bm25_rank is not None and top.vec_rank is not None
     assert top.score == pytest.approx(1 / (60 + top.bm25_rank) + 1 / (60 + top.vec_rank))
     assert sum(top.terms.values()) == pytest.approx(top.score)
+    # the default (convex) fusion: see tests/test_ranking.py
 
 
 def test_modes(searcher):

@@ -40,13 +40,34 @@ class IndexSettings:
 
 @dataclass(frozen=True)
 class SearchSettings:
+    """Ranking settings; each default is backed by the figures in docs/evaluation.md."""
+
     k: int = 10
     candidates: int = 30  # taken from each list before fusion
-    rrf_k: int = 60
-    bm25_weight: float = 1.0
-    vector_weight: float = 1.0
+    fusion: str = "convex"  # "convex" (min-max normalised scores, weighted) or "rrf" (ranks only)
+    bm25_weight: float = 0.7  # weight of the BM25 list in the fusion
+    vector_weight: float = 0.3  # weight of the vector list in the fusion
+    rrf_k: int = 60  # RRF's k, with fusion = "rrf"
+    keyword_bm25_weight: float = 0.0  # BM25's share for short non-question queries (0 = off: the weights above)
+    keyword_max_words: int = 2  # queries of at most this many words count as keyword queries
     per_note: int = 2  # at most this many chunks of one note in a result list (0: no limit)
     fix_typos: bool = True  # search for the closest indexed word when a word matches nothing
+    short_chunk_chars: int = 200  # chunks shorter than this lose up to `short_chunk_penalty` of their score
+    short_chunk_penalty: float = 0.5  # 0 turns the short-chunk penalty off
+    link_weight: float = 0.0  # boost notes with many backlinks ([[links]] from other notes); 0 = off
+    recency_weight: float = 0.0  # share of the score that decays with the note's age; 0 = off
+    recency_half_life_days: float = 180.0  # age at which the decaying share is halved
+
+    def __post_init__(self) -> None:
+        if self.fusion not in ("convex", "rrf"):
+            raise UsageError(f"config: search.fusion must be \"convex\" or \"rrf\", not {self.fusion!r}")
+        if self.bm25_weight < 0 or self.vector_weight < 0 or self.candidates < 1:
+            raise UsageError("config: search.bm25_weight and search.vector_weight must be >= 0, search.candidates >= 1")
+        for name in ("keyword_bm25_weight", "short_chunk_penalty", "recency_weight"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise UsageError(f"config: search.{name} must be between 0 (off) and 1")
+        if self.link_weight < 0 or self.recency_half_life_days <= 0:
+            raise UsageError("config: search.link_weight must be >= 0 and search.recency_half_life_days > 0")
 
 
 @dataclass(frozen=True)

@@ -296,31 +296,15 @@ class QueryResult:
     metrics: dict[str, float]
 
 
-def ranked_chunks(searcher: Searcher, query: str, mode: str, limit: int) -> list[int]:
-    """The chunk ids `searcher.search(query, k=limit, mode=mode)` would return, in order.
+def ranked_chunks(searcher: Searcher, query: str, mode: str, limit: int, fix_typos: bool | None = None) -> list[int]:
+    """The chunk ids `searcher.search(query, k=limit, mode=mode, per_note=0)` returns, in order.
 
-    The same lists, weights and RRF as `Searcher.search`, without building snippets for hundreds of
-    hits (that would take 95% of an evaluation); a test checks the two agree.
+    It is `Searcher.rank`, the ranking step of `search`, without reading texts and building
+    snippets for hundreds of hits (that would take 95% of an evaluation). Results are judged per
+    note, so the per-note cap of `search` is not applied.
     """
-    from .errors import EmbedderUnavailable
-    from .fusion import rrf
-
-    settings = searcher.settings
-    n = max(settings.candidates, limit)
-    lists: list[list[int]] = []
-    weights: list[float] = []
-    if mode in ("hybrid", "bm25"):
-        lists.append([i for i, _ in searcher.lexical(query, n)])
-        weights.append(settings.bm25_weight)
-    if mode in ("hybrid", "vector"):
-        try:
-            lists.append([i for i, _ in searcher.semantic(query, n)])
-            weights.append(settings.vector_weight)
-        except EmbedderUnavailable as exc:
-            if mode == "vector":
-                raise
-            searcher.vector_error = str(exc).splitlines()[0]
-    return [int(f.id) for f in rrf(lists, weights, k=settings.rrf_k)[:limit]]  # type: ignore[call-overload]
+    ranking = searcher.rank(query, k=limit, mode=mode, fix_typos=fix_typos, per_note=0)
+    return [int(f.id) for f in ranking.fused]  # type: ignore[call-overload]
 
 
 class _PathCache:
@@ -337,13 +321,13 @@ class _PathCache:
         return [self.paths.get(i) for i in ids]
 
 
-def rank_notes(searcher: Searcher, query: str, mode: str, to_id: Callable[[str], str | None], exclude: str | None = None, depth: int = DEPTH, paths: Callable[[Sequence[int]], list[str | None]] | None = None) -> list[str]:
+def rank_notes(searcher: Searcher, query: str, mode: str, to_id: Callable[[str], str | None], exclude: str | None = None, depth: int = DEPTH, paths: Callable[[Sequence[int]], list[str | None]] | None = None, fix_typos: bool | None = None) -> list[str]:
     """Corpus ids of the notes found for `query`, each once at its best chunk, best first.
 
     `to_id` maps a note path to its corpus id (None drops the note); a result equal to `exclude`
     (the query's own id: the BEIR convention) is never counted.
     """
-    ids = ranked_chunks(searcher, query, mode, depth * CHUNKS_PER_NOTE)
+    ids = ranked_chunks(searcher, query, mode, depth * CHUNKS_PER_NOTE, fix_typos=fix_typos)
     ranking: list[str] = []
     seen: set[str] = set()
     for path in (paths or _PathCache(searcher.store))(ids):
@@ -357,12 +341,12 @@ def rank_notes(searcher: Searcher, query: str, mode: str, to_id: Callable[[str],
     return ranking
 
 
-def run_dataset(searcher: Searcher, ds: Dataset, mode: str, to_id: Callable[[str], str | None], k: int = 10) -> list[QueryResult]:
+def run_dataset(searcher: Searcher, ds: Dataset, mode: str, to_id: Callable[[str], str | None], k: int = 10, fix_typos: bool | None = None) -> list[QueryResult]:
     """Run every query of `ds` and score it."""
     results = []
     paths = _PathCache(searcher.store)
     for qid, text in ds.queries.items():
-        ranking = rank_notes(searcher, text, mode, to_id, exclude=qid, paths=paths)
+        ranking = rank_notes(searcher, text, mode, to_id, exclude=qid, paths=paths, fix_typos=fix_typos)
         results.append(QueryResult(qid, text, ds.types.get(qid), ranking, score_query(ranking, ds.qrels[qid], k)))
     return results
 
@@ -371,8 +355,17 @@ def _mean(rows: list[dict[str, float]], names: Sequence[str]) -> dict[str, float
     return {n: round(sum(r[n] for r in rows) / len(rows), 4) if rows else 0.0 for n in names}
 
 
+def half_of(query_id: str) -> str:
+    """"A" or "B": a fixed split of a dataset's queries in two halves, by a hash of the query id.
+
+    Settings are chosen on one half and checked on the other (see docs/evaluation.md); the
+    experiments script splits the same way.
+    """
+    return "A" if int(_digest(query_id, 2), 16) % 2 == 0 else "B"
+
+
 def summarize(results: list[QueryResult], k: int = 10) -> dict[str, Any]:
-    """Mean metrics overall and per query type: the stable `--json` shape."""
+    """Mean metrics overall, per query type and per half: the stable `--json` shape."""
     names = metric_names(k)
     out: dict[str, Any] = _mean([r.metrics for r in results], names)
     out["queries"] = len(results)
@@ -381,6 +374,11 @@ def summarize(results: list[QueryResult], k: int = 10) -> dict[str, Any]:
         rows = [r.metrics for r in results if r.type == qtype]
         by_type[qtype] = {**_mean(rows, names), "queries": len(rows)}
     out["by_type"] = by_type
+    halves: dict[str, Any] = {}
+    for half in ("A", "B"):
+        rows = [r.metrics for r in results if half_of(r.id) == half]
+        halves[half] = {**_mean(rows, names), "queries": len(rows)}
+    out["halves"] = halves
     return out
 
 
@@ -632,8 +630,9 @@ def _note_status(store: SqliteStore, vault: Path | None, path: str, config: Conf
 def explain(searcher: Searcher, vault: Path | None, query: str, note: str, config: Config, mode: str = "hybrid", k: int = 10) -> Explanation:
     """Where the note's best chunk ranks in each list and after fusion, and why it is (not) shown."""
     from .errors import EmbedderUnavailable
-    from .fusion import rrf
+    from .fusion import fuse
     from .query import STOPWORDS, fts_match, query_terms, quote_term
+    from .rank import fusion_weights
 
     store = searcher.store
     path = normalize_note_path(note, vault)
@@ -653,8 +652,10 @@ def explain(searcher: Searcher, vault: Path | None, query: str, note: str, confi
     total = store.counts()["chunks"]
 
     lexical: list[int] = []
+    lexical_scored: list[tuple[int, float]] = []
     if mode in ("hybrid", "bm25"):
-        lexical = [i for i, _ in searcher.lexical(query, total)]
+        lexical_scored = [(i, -s) for i, s in searcher.lexical(query, total)]  # higher is better, as fused
+        lexical = [i for i, _ in lexical_scored]
         ex.bm25_matches = len(lexical)
         ex.bm25_rank = next((r for r, i in enumerate(lexical, start=1) if i in mine), None)
         words = query_terms(query)
@@ -663,6 +664,7 @@ def explain(searcher: Searcher, vault: Path | None, query: str, note: str, confi
             hits = [i for i, _ in store.bm25(quote_term(word), total)]
             ex.terms[word] = {"in_note": bool(mine.intersection(hits)), "chunks": len(hits)}
     semantic: list[int] = []
+    scored: list[tuple[int, float]] = []
     if mode in ("hybrid", "vector"):
         try:
             scored = searcher.semantic(query, total)
@@ -683,8 +685,10 @@ def explain(searcher: Searcher, vault: Path | None, query: str, note: str, confi
             notes_seen.append(hit.path)
         if hit.path == path and ex.fused_rank is None:
             ex.fused_rank, ex.fused_note_rank = r, len(notes_seen)
-    lists = [lst for lst, m in ((lexical, ("hybrid", "bm25")), (semantic, ("hybrid", "vector"))) if mode in m]
-    deep = rrf(lists, k=searcher.settings.rrf_k) if lists else []
+    settings = searcher.settings
+    bm25_weight, vector_weight = fusion_weights(settings, query) if mode == "hybrid" else (1.0, 1.0)
+    picked = [(lst, w) for lst, w, m in ((lexical_scored, bm25_weight, ("hybrid", "bm25")), (scored, vector_weight, ("hybrid", "vector"))) if mode in m]
+    deep = fuse(settings.fusion, [lst for lst, _ in picked], [w for _, w in picked], rrf_k=settings.rrf_k) if picked else []
     ex.deep_fused_rank = next((r for r, f in enumerate(deep, start=1) if f.id in mine), None)
     ex.reasons.extend(_reasons(ex, fts_match(query) is not None))
     return ex
@@ -714,7 +718,7 @@ def _reasons(ex: Explanation, has_words: bool) -> list[str]:
     in_cut = {name: r for name, r in (("bm25", ex.bm25_rank), ("vector", ex.vector_rank)) if r is not None and r <= ex.candidates}
     if ex.mode == "hybrid" and len(in_cut) == 1 and ex.fused_rank is not None and ex.fused_rank > min(in_cut.values()):
         (name, rank), = in_cut.items()
-        out.append(f"fusion: only the {name} list has it among its {ex.candidates} candidates, so RRF puts it below chunks both lists found ({name} rank {rank} -> result {ex.fused_rank})")
+        out.append(f"fusion: only the {name} list has it among its {ex.candidates} candidates, so fusion puts it below chunks both lists rate well ({name} rank {rank} -> result {ex.fused_rank})")
     if ex.fused_rank is None:
         in_lists = [r for r in (ex.bm25_rank, ex.vector_rank) if r is not None and r <= ex.candidates]
         if not in_lists:
@@ -748,6 +752,8 @@ def _print_summary(summary: Mapping[str, Any], k: int, title: str) -> None:
     print(f"{'overall':<{width}}  {summary['queries']:>7}  " + "  ".join(f"{summary[n]:>10.4f}" for n in names))
     for qtype, row in summary["by_type"].items():
         print(f"{qtype:<{width}}  {row['queries']:>7}  " + "  ".join(f"{row[n]:>10.4f}" for n in names))
+    for half, row in summary.get("halves", {}).items():
+        print(f"{'half ' + half:<{width}}  {row['queries']:>7}  " + "  ".join(f"{row[n]:>10.4f}" for n in names))
 
 
 def _print_comparison(c: Comparison, name: str) -> None:
@@ -818,7 +824,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     try:
         searcher = Searcher(store, config.search)
         started = time.perf_counter()
-        results = run_dataset(searcher, ds, args.mode, to_id, k=args.k)
+        results = run_dataset(searcher, ds, args.mode, to_id, k=args.k, fix_typos=False if args.no_correct else None)
         search_seconds = time.perf_counter() - started
         mode = args.mode
         if args.mode != "bm25" and searcher.vector_error:
@@ -892,6 +898,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     p.add_argument("--save", metavar="NAME", help="keep this run's per-query results under NAME")
     p.add_argument("--compare", metavar="NAME", help="show per-query wins and losses against the saved run NAME")
+    p.add_argument("--no-correct", action="store_true", help="search misspelt words as typed (no typo correction), as `search --no-correct`")
     p.add_argument("--write", metavar="DIR", help="with --self-test: write the generated queries as a dataset folder")
     p.add_argument("--limit", type=int, default=1000, help="with --self-test: at most this many queries (0: all; default 1000)")
     p.add_argument("--config", help="config file")

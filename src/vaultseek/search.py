@@ -1,4 +1,9 @@
-"""One search pipeline for every front end: a lexical and a vector list, fused by RRF."""
+"""One search pipeline for every front end: a lexical and a vector list, fused (convex combination
+of normalised scores by default, or RRF), then note-level priors (`rank.py`).
+
+`Searcher.rank` does the ranking; `Searcher.search` adds the text, snippets and token budget. The
+evaluation harness calls `rank` too, so what it measures is what `search` returns.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,10 @@ import numpy as np
 from .config import SearchSettings
 from .embed import Embedder, load_embedder
 from .errors import EmbedderUnavailable, UsageError
-from .fusion import rrf
+from .fusion import Fused, fuse
 from .lexical import Lexical, Plan
 from .query import Filters, Query, parse_query, query_terms
+from .rank import NoteFacts, apply_priors, factors, fusion_weights, load_facts, prior_names
 from .snippet import highlight_spans, make_snippet
 from .store.sqlite import SqliteStore
 from .types import Hit
@@ -58,6 +64,18 @@ class SearchResult:
         }
 
 
+@dataclass
+class Ranking:
+    """What `Searcher.rank` found: fused results (best first) and how the query was read."""
+
+    query: Query
+    plan: Plan
+    mode: str  # the mode actually used
+    names: tuple[str, ...]  # what each of a result's terms is: the lists fused, then the priors
+    fused: list[Fused]
+    warnings: list[str] = field(default_factory=list)
+
+
 def estimate_tokens(text: str) -> int:
     return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
@@ -75,6 +93,8 @@ class Searcher:
         self._vectors_version: int | None = None
         self.vector_error: str | None = None
         self._pool = None
+        self._facts: NoteFacts | None = None
+        self._facts_version: int | None = None
 
     # -- the two lists --------------------------------------------------------------------
 
@@ -90,6 +110,14 @@ class Searcher:
             self._vectors = VectorIndex(*self.store.load_vectors())
             self._vectors_version = version
         return self._vectors
+
+    def note_facts(self) -> NoteFacts:
+        """Each chunk's note and length, each note's backlinks and date; re-read when the index changes."""
+        version = self.store.data_version()
+        if self._facts is None or version != self._facts_version:
+            self._facts = load_facts(self.store)
+            self._facts_version = version
+        return self._facts
 
     def lexical(self, query: str, limit: int) -> list[tuple[int, float]]:
         """BM25 list for plain query text (no filters), best first."""
@@ -128,22 +156,23 @@ class Searcher:
 
     # -- the pipeline ---------------------------------------------------------------------
 
-    def search(
+    def rank(
         self,
         query: str,
         k: int | None = None,
         mode: str = "hybrid",
-        max_tokens: int | None = None,
         filters: Filters | None = None,
-        fix_typos: bool = True,
+        fix_typos: bool | None = None,
         per_note: int | None = None,
-    ) -> SearchResult:
-        """Search with the query language of `query.parse_query`; `filters` add to those in the text."""
+    ) -> Ranking:
+        """The ranked chunk ids for a query (the query language of `query.parse_query`), without
+        reading their text. `filters` add to those in the text; None settings come from `self.settings`."""
         if mode not in MODES:
             raise UsageError(f"unknown mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
         if not query or not query.strip():
             raise UsageError("the query is empty", hint='give some words to search for, e.g. vaultseek search "oauth token"')
-        k = self.settings.k if k is None else k
+        settings = self.settings
+        k = settings.k if k is None else k
         if k < 1:
             raise UsageError("-k must be at least 1")
         parsed = parse_query(query)
@@ -151,9 +180,9 @@ class Searcher:
             parsed = replace(parsed, filters=parsed.filters.merged(filters))
         if not parsed.text and not parsed.phrases:
             raise UsageError(f"nothing to search for in {query!r}", hint="add some words besides filters and -exclusions")
-        per_note = self.settings.per_note if per_note is None else per_note
-        n = max(self.settings.candidates, k)
-        pool = n * 3 if per_note else n  # grouping drops chunks of the same note: fetch more
+        fix_typos = settings.fix_typos if fix_typos is None else fix_typos
+        per_note = settings.per_note if per_note is None else per_note
+        n = max(settings.candidates, k)
         f = parsed.filters
         where = self.store.filter_sql(f.tags, f.paths, f.types, f.after, f.before) if f else None
         plan = self.lex.plan(parsed, fix_typos=fix_typos)
@@ -180,41 +209,70 @@ class Searcher:
                 warnings.append(msg)
                 mode = "bm25"
 
-        names = {"hybrid": ("bm25", "vector"), "bm25": ("bm25",), "vector": ("vector",)}[mode]
-        lists = {"bm25": [i for i, _ in lex], "vector": [i for i, _ in vec]}
-        weights = {"bm25": self.settings.bm25_weight, "vector": self.settings.vector_weight}
-        fused = rrf([lists[name] for name in names], [weights[name] for name in names], k=self.settings.rrf_k)[:pool]
-        if per_note:
-            files = self.store.chunk_files([x.id for x in fused])  # type: ignore[misc]
+        names: tuple[str, ...] = {"hybrid": ("bm25", "vector"), "bm25": ("bm25",), "vector": ("vector",)}[mode]
+        # FTS5's bm25() is lower-is-better: negated, every list is higher-is-better.
+        scored = {"bm25": [(i, -s) for i, s in lex], "vector": vec}
+        if len(names) > 1:
+            weights = dict(zip(("bm25", "vector"), fusion_weights(settings, parsed.text)))
+        else:
+            weights = {names[0]: 1.0}
+        floors = {"bm25": _floor(scored["bm25"], settings.candidates, exhaustive=len(lex) < n), "vector": _floor(vec, settings.candidates)}
+        fused = fuse(
+            settings.fusion, [scored[name] for name in names], [weights[name] for name in names],
+            rrf_k=settings.rrf_k, floors=[floors[name] for name in names],
+        )
+        facts = self.note_facts() if fused and (per_note or prior_names(settings)) else None
+        multipliers = factors(facts, [x.id for x in fused], settings) if facts is not None else {}  # type: ignore[misc]
+        if multipliers:
+            fused = apply_priors(fused, multipliers)
+            names = names + tuple(multipliers)
+        if per_note and facts is not None:
+            files = facts.note_of([x.id for x in fused])  # type: ignore[misc]
             per_file: dict[int, int] = {}
             kept = []
-            for x in fused:
-                fid = files.get(x.id)  # type: ignore[arg-type]
+            for x, fid in zip(fused, files):
                 if fid is None or per_file.get(fid, 0) >= per_note:
                     continue
                 per_file[fid] = per_file.get(fid, 0) + 1
                 kept.append(x)
             fused = kept
-        fused = fused[:k]
-        rows = self.store.fetch_chunks([x.id for x in fused])  # type: ignore[misc]
-        terms = self._highlight_terms(parsed, plan)
+        return Ranking(parsed, plan, mode, names, fused[:k], warnings)
+
+    def search(
+        self,
+        query: str,
+        k: int | None = None,
+        mode: str = "hybrid",
+        max_tokens: int | None = None,
+        filters: Filters | None = None,
+        fix_typos: bool | None = None,
+        per_note: int | None = None,
+    ) -> SearchResult:
+        """Search with the query language of `query.parse_query`; `filters` add to those in the text;
+        None settings come from `self.settings`."""
+        ranking = self.rank(query, k=k, mode=mode, filters=filters, fix_typos=fix_typos, per_note=per_note)
+        rows = self.store.fetch_chunks([x.id for x in ranking.fused])  # type: ignore[misc]
+        terms = self._highlight_terms(ranking.query, ranking.plan)
         hits: list[Hit] = []
-        for x in fused:
+        for x in ranking.fused:
             row = rows.get(x.id)  # type: ignore[arg-type]
             if row is None:  # deleted between the two reads
                 continue
-            ranks = dict(zip(names, x.ranks))
+            ranks = dict(zip(ranking.names, x.ranks))
             hits.append(
                 Hit(
                     chunk_id=row.id, path=row.path, section=row.section, heading_context=row.heading_context,
                     text=row.text, score=x.score, bm25_rank=ranks.get("bm25"), vec_rank=ranks.get("vector"),
-                    start_line=row.start_line, snippet=make_snippet(row.text, terms), terms=dict(zip(names, x.terms)),
+                    start_line=row.start_line, snippet=make_snippet(row.text, terms), terms=dict(zip(ranking.names, x.terms)),
                 )
             )
         if max_tokens is not None:
             hits = fit_to_budget(hits, max_tokens)
-        corrections = {w: self._surface(stem, hits) for w, stem in plan.corrections.items()}
-        return SearchResult(query=query, mode=mode, hits=hits, warnings=warnings, corrections=corrections, expansions=plan.alternatives, terms=terms)
+        corrections = {w: self._surface(stem, hits) for w, stem in ranking.plan.corrections.items()}
+        return SearchResult(
+            query=query, mode=ranking.mode, hits=hits, warnings=ranking.warnings, corrections=corrections,
+            expansions=ranking.plan.alternatives, terms=terms,
+        )
 
     def _highlight_terms(self, parsed: Query, plan: Plan) -> list[str]:
         terms = query_terms(parsed.text)
@@ -229,6 +287,15 @@ class Searcher:
                 if token == stem:
                     return data[start:end].decode("utf-8", errors="replace").lower()
         return stem
+
+
+def _floor(scored: list[tuple[int, float]], candidates: int, exhaustive: bool = False) -> float | None:
+    """The score that normalises to 0 in the convex fusion: the score at rank `candidates`, so a
+    deeper list (`-k 300`, as `eval` asks) ranks its top as a `-k 10` search does; 0 for a BM25
+    list that holds every match (anything else scores 0 there); else the list's own minimum."""
+    if len(scored) > candidates:
+        return scored[candidates - 1][1]
+    return 0.0 if exhaustive else None
 
 
 def fit_to_budget(hits: list[Hit], max_tokens: int) -> list[Hit]:

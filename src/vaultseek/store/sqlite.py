@@ -386,7 +386,7 @@ class SqliteStore:
         }
 
     def bm25(
-        self, match: str, limit: int, where: tuple[str, list[object]] | None = None, weights: tuple[float, float, float] = (1.0, 0.5, 0.3)
+        self, match: str, limit: int, where: tuple[str, list[object]] | None = None, weights: tuple[float, float, float] = (1.0, 0.5, 2.0)
     ) -> list[tuple[int, float]]:
         """Top chunk ids for an FTS5 MATCH expression, best first, with their bm25 scores (lower
         is better). `where` is an SQL condition on the note's row `f` (see `filter_sql`)."""
