@@ -45,7 +45,7 @@ def test_human_output_and_explain(vault: Path):
     r = run("search", "sourdough", "--explain", cwd=vault)  # finds the index from the current folder
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(" 1. Personal/Sourdough bread.md")
-    assert "bm25 rank 1" in r.stdout and "rrf =" in r.stdout
+    assert "bm25 rank 1" in r.stdout and "convex score = bm25" in r.stdout
     r = run("index", str(vault))
     assert "12 unchanged" in r.stdout
 

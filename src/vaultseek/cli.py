@@ -202,7 +202,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         data = result.as_json()
         if args.explain:
             for item, hit in zip(data["results"], result.hits):  # type: ignore[arg-type]
-                item["rrf_terms"] = {k: round(v, 6) for k, v in hit.terms.items()}
+                item["score_terms"] = {k: round(v, 6) for k, v in hit.terms.items()}
         emit_json(data)
         return 0
     if not result.hits:
@@ -217,7 +217,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         if args.explain:
             parts = [f"bm25 rank {hit.bm25_rank or '-'}", f"vector rank {hit.vec_rank or '-'}"]
             terms = " + ".join(f"{name} {value:.5f}" for name, value in hit.terms.items())
-            print(f"    {dim}{', '.join(parts)}; rrf = {terms} = {hit.score:.5f}{reset}")
+            print(f"    {dim}{', '.join(parts)}; {config.search.fusion} score = {terms} = {hit.score:.5f}{reset}")
         snippet = hit.snippet
         if color:
             for start, end in reversed(highlight_spans(snippet, result.terms)):

@@ -88,7 +88,18 @@ class Lexical:
 
     def _correct(self, word: str) -> str | None:
         """The indexed word closest to `word` (edit distance 1, or 2 for long words), the most
-        frequent one on ties."""
+        frequent one on ties. The index holds stems (`hotkeys` -> `hotkei`), so the word is
+        compared both as typed and stemmed (`hotkys` -> `hotki`, one edit from `hotkei`)."""
+        tokens = self.store.stem(word)
+        forms = dict.fromkeys([word] + ([tokens[0][2]] if len(tokens) == 1 else []))
+        best = None
+        for form in forms:
+            found = self._closest(form)
+            if found and (best is None or found[:2] < best[:2]):
+                best = found
+        return best[2] if best else None
+
+    def _closest(self, word: str) -> tuple[int, int, str] | None:
         trigrams, terms = self._trigram_index()
         padded = f" {word} "
         votes: dict[int, int] = {}
@@ -104,7 +115,7 @@ class Lexical:
             d = edit_distance(word, term, limit)
             if d <= limit and (best is None or (d, -df) < (best[0], best[1])):
                 best = (d, -df, term)
-        return best[2] if best else None
+        return best
 
     def _trigram_index(self) -> tuple[dict[str, set[int]], list[tuple[str, int]]]:
         """Trigrams of every indexed word (padded with spaces), built in memory when first needed.
