@@ -92,8 +92,9 @@ def _pack(paras: list[tuple[int, str]], max_chars: int) -> list[tuple[int, str]]
 
 
 def heading_context(note: Note) -> str:
-    """`Title | type | tag1, tag2`: the context every chunk of the note carries."""
-    parts = [note.title, note.type]
+    """`Title (alias, alias) | type | tag1, tag2`: the context every chunk of the note carries."""
+    title = f"{note.title} ({', '.join(note.aliases)})" if note.aliases else note.title
+    parts = [title, note.type]
     if note.tags:
         parts.append(", ".join(note.tags))
     return " | ".join(parts)
@@ -104,6 +105,7 @@ def chunk_note(note: Note, params: ChunkingParams = ChunkingParams()) -> list[Ch
     lines = note.body.split("\n")
     context = heading_context(note)
     skip = {s.lower() for s in params.skip_sections}
+    title_line = ", ".join([note.title, *note.aliases])  # what the model reads first in every chunk
     pieces: list[tuple[str, int, str]] = []  # (section, body line index, text)
 
     for block in _split_at(lines, 0, range(1, 3)):
@@ -128,7 +130,7 @@ def chunk_note(note: Note, params: ChunkingParams = ChunkingParams()) -> list[Ch
     for section, start, text in pieces:
         if len(text) < params.min_chars:
             continue
-        embed_parts = [p for p in (note.explicit_title, section, text) if p]
+        embed_parts = [p for p in (title_line, section, text) if p]
         chunks.append(
             Chunk(
                 seq=len(chunks),

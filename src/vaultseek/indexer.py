@@ -310,6 +310,15 @@ class Indexer:
         if self.embedder is None:
             return batch, {}, [], None
         vectors = self.store.vectors_by_hash({h for p in batch for h in p.hashes})
+        for p in batch:
+            if p.old_path:
+                # A renamed note: same content, but the title (from the file name) that the model
+                # sees has changed. Keep its vectors rather than re-embed the whole note.
+                old = self.store.vectors_of_file(p.old_path)
+                if len(old) == len(p.chunks):
+                    for c, h in zip(p.chunks, p.hashes):
+                        if c.seq in old:
+                            vectors.setdefault(h, old[c.seq])
         todo: dict[int, str] = {}
         for p in batch:
             for h, c in zip(p.hashes, p.chunks):

@@ -40,8 +40,6 @@ class Lexical:
 
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
-        self._trigrams: dict[str, set[int]] | None = None
-        self._terms: list[tuple[str, int]] = []
         self._trigram_version: int | None = None
         self._count = 0
         self._count_version: int | None = None
@@ -76,15 +74,13 @@ class Lexical:
         return [t for t, _ in self._substring(stem)]
 
     def _substring(self, part: str) -> list[tuple[str, int]]:
+        """Indexed words containing `part` (3+ characters), most frequent first."""
         if len(part) < 3:
             return []
-        trigrams, terms = self._trigram_index()
-        sets = [trigrams.get(part[i : i + 3], set()) for i in range(len(part) - 2)]
-        if not all(sets):
-            return []
-        ids = set.intersection(*sets)
-        found = [terms[i] for i in ids if part in terms[i][0]]
-        return sorted(found, key=lambda t: -t[1])[:EXPANSIONS]
+        self._ensure_trigrams()
+        return self.store.conn.execute(
+            "SELECT term, df FROM temp.vocab_trigrams WHERE term MATCH ? ORDER BY df DESC LIMIT ?", (quote_term(part), EXPANSIONS)
+        ).fetchall()
 
     def _correct(self, word: str) -> str | None:
         """The indexed word closest to `word` (edit distance 1, or 2 for long words), the most
@@ -100,36 +96,39 @@ class Lexical:
         return best[2] if best else None
 
     def _closest(self, word: str) -> tuple[int, int, str] | None:
-        trigrams, terms = self._trigram_index()
-        padded = f" {word} "
-        votes: dict[int, int] = {}
-        for i in range(len(padded) - 2):
-            for t in trigrams.get(padded[i : i + 3], ()):
-                votes[t] = votes.get(t, 0) + 1
+        """(distance, -df, term) of the indexed word nearest to `word`, among the 200 that share
+        the most three-letter pieces with it."""
+        if len(word) < 3:
+            return None
+        self._ensure_trigrams()
+        pieces = list(dict.fromkeys(word[i : i + 3] for i in range(len(word) - 2)))
+        rows = self.store.conn.execute(
+            "SELECT term, df FROM temp.vocab_trigrams WHERE term MATCH ? ORDER BY rank LIMIT 200",
+            (" OR ".join(quote_term(p) for p in pieces),),
+        ).fetchall()
         limit = 1 if len(word) < 8 else 2
         best: tuple[int, int, str] | None = None
-        for t, _ in sorted(votes.items(), key=lambda kv: -kv[1])[:200]:
-            term, df = terms[t]
-            if abs(len(term) - len(word)) > limit:
+        for term, df in rows:
+            if abs(len(term) - len(word)) > limit or term.isdigit():
                 continue
             d = edit_distance(word, term, limit)
             if d <= limit and (best is None or (d, -df) < (best[0], best[1])):
                 best = (d, -df, term)
         return best
 
-    def _trigram_index(self) -> tuple[dict[str, set[int]], list[tuple[str, int]]]:
-        """Trigrams of every indexed word (padded with spaces), built in memory when first needed.
-        Costs ~0.3 s on a 100k-chunk vault, and nothing on disk."""
+    def _ensure_trigrams(self) -> None:
+        """A trigram index of the vocabulary (every indexed word once), built inside SQLite's temp
+        database when first needed: ~0.3 s for 80k words, nothing on disk, rebuilt when the index
+        changes."""
         version = self.store.data_version()
-        if self._trigrams is None or version != self._trigram_version:
-            self._terms = [(t, d) for t, d in self.store.vocabulary() if not t.isdigit()]
-            index: dict[str, set[int]] = {}
-            for i, (term, _) in enumerate(self._terms):
-                padded = f" {term} "
-                for j in range(len(padded) - 2):
-                    index.setdefault(padded[j : j + 3], set()).add(i)
-            self._trigrams, self._trigram_version = index, version
-        return self._trigrams, self._terms
+        if version == self._trigram_version:
+            return
+        self.store.vocabulary_table()
+        conn = self.store.conn
+        conn.execute("DROP TABLE IF EXISTS temp.vocab_trigrams")
+        conn.execute("CREATE VIRTUAL TABLE temp.vocab_trigrams USING fts5(term, df UNINDEXED, tokenize='trigram')")
+        conn.execute("INSERT INTO temp.vocab_trigrams(term, df) SELECT term, doc FROM temp.chunks_vocab WHERE length(term) >= 3")
+        self._trigram_version = version
 
     # -- running --------------------------------------------------------------------------
 

@@ -55,17 +55,24 @@ class NoteFacts:
         return [int(self.file_ids[self.chunk_file[r]]) if r >= 0 else None for r in rows]
 
 
-def load_facts(store: SqliteStore) -> NoteFacts:
-    """Read the facts of every chunk and note (0.15-0.2 s for 100k chunks).
-
-    Read-only SQL on the store's tables; it belongs in the store as `note_facts()` once the store
-    grows one (see docs/evaluation.md, "For the other modules").
-    """
-    files = store.conn.execute("SELECT id, path, links, date, mtime_ns FROM files ORDER BY id").fetchall()
+def load_facts(store: SqliteStore, ids: Sequence[int] | None = None) -> NoteFacts:
+    """Read the facts of the chunks `ids` and their notes (a fraction of a millisecond for a
+    result list), or of every chunk and note when `ids` is None (0.15-0.2 s for 100k chunks;
+    only backlinks need that, being counted over the whole vault)."""
+    if ids is None:
+        files = store.conn.execute("SELECT id, path, links, date, mtime_ns FROM files ORDER BY id").fetchall()
+        chunks = store.conn.execute("SELECT id, file_id, chars FROM chunks ORDER BY id").fetchall()
+        counts = backlink_counts([f[1] for f in files], [f[2] for f in files])
+    else:
+        wanted = sorted(set(int(i) for i in ids))
+        marks = ",".join("?" * len(wanted))
+        chunks = store.conn.execute(f"SELECT id, file_id, chars FROM chunks WHERE id IN ({marks}) ORDER BY id", wanted).fetchall() if wanted else []
+        file_ids = sorted({int(c[1]) for c in chunks})
+        marks = ",".join("?" * len(file_ids))
+        files = store.conn.execute(f"SELECT id, path, links, date, mtime_ns FROM files WHERE id IN ({marks}) ORDER BY id", file_ids).fetchall() if file_ids else []
+        counts = {}
     file_row = {int(f[0]): i for i, f in enumerate(files)}
-    counts = backlink_counts([f[1] for f in files], [f[2] for f in files])
     day = np.array([_epoch(f[3], f[4]) for f in files], dtype=np.float64)
-    chunks = store.conn.execute("SELECT id, file_id, chars FROM chunks ORDER BY id").fetchall()
     return NoteFacts(
         chunk_ids=np.fromiter((c[0] for c in chunks), dtype=np.int64, count=len(chunks)),
         chunk_file=np.fromiter((file_row.get(int(c[1]), 0) for c in chunks), dtype=np.int64, count=len(chunks)),

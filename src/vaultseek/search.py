@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 import numpy as np
 
@@ -111,8 +112,11 @@ class Searcher:
             self._vectors_version = version
         return self._vectors
 
-    def note_facts(self) -> NoteFacts:
-        """Each chunk's note and length, each note's backlinks and date; re-read when the index changes."""
+    def note_facts(self, ids: Sequence[int] | None = None) -> NoteFacts:
+        """Each chunk's note and length, each note's backlinks and date. Backlinks are counted
+        over the whole vault (read once per index version); otherwise only `ids` are read."""
+        if ids is not None and self.settings.link_weight <= 0:
+            return load_facts(self.store, ids)
         version = self.store.data_version()
         if self._facts is None or version != self._facts_version:
             self._facts = load_facts(self.store)
@@ -221,7 +225,7 @@ class Searcher:
             settings.fusion, [scored[name] for name in names], [weights[name] for name in names],
             rrf_k=settings.rrf_k, floors=[floors[name] for name in names],
         )
-        facts = self.note_facts() if fused and (per_note or prior_names(settings)) else None
+        facts = self.note_facts([x.id for x in fused]) if fused and (per_note or prior_names(settings)) else None  # type: ignore[misc]
         multipliers = factors(facts, [x.id for x in fused], settings) if facts is not None else {}  # type: ignore[misc]
         if multipliers:
             fused = apply_priors(fused, multipliers)

@@ -64,4 +64,4 @@ class ChunkingParams:
     skip_sections: tuple[str, ...] = SKIP_SECTIONS
 
     def fingerprint(self) -> str:
-        return f"chunk-v2:{self.max_chars}:{self.min_chars}:{','.join(sorted(self.skip_sections))}"
+        return f"chunk-v3:{self.max_chars}:{self.min_chars}:{','.join(sorted(self.skip_sections))}"

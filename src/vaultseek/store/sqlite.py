@@ -344,6 +344,12 @@ class SqliteStore:
         """Stored (scale, int8 bytes) whose embedding input has one of these hashes (re-used, not re-embedded)."""
         return self.vectors.by_hash(hashes)
 
+    def vectors_of_file(self, path: str) -> dict[int, tuple[float, bytes]]:
+        """Stored vectors of a note's chunks, keyed by the chunk's position in the note."""
+        rows = self.conn.execute("SELECT c.seq, c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.path=?", (path,)).fetchall()
+        by_id = self.vectors.by_chunk([cid for _, cid in rows])
+        return {seq: by_id[cid] for seq, cid in rows if cid in by_id}
+
     def compact_vectors(self) -> None:
         with self.transaction():
             self.vectors.compact()
@@ -418,10 +424,10 @@ class SqliteStore:
         marks = ",".join("?" * len(ids))
         return dict(self.conn.execute(f"SELECT id, file_id FROM chunks WHERE id IN ({marks})", list(ids)))
 
-    def vocabulary(self) -> list[tuple[str, int]]:
-        """Every indexed term with the number of chunks holding it."""
+    def vocabulary_table(self) -> str:
+        """The name of a virtual table of (term, doc): every indexed term and how many chunks hold it."""
         self._ensure_vocab()
-        return self.conn.execute("SELECT term, doc FROM temp.chunks_vocab").fetchall()
+        return "temp.chunks_vocab"
 
     def terms_with_prefix(self, prefix: str, limit: int) -> list[tuple[str, int]]:
         """Indexed terms starting with `prefix`, most frequent first."""

@@ -128,6 +128,19 @@ class VectorBlocks:
                 found.setdefault(h, (cid, block))
         for h, (cid, block) in found.items():
             where.setdefault(block, []).append((h, cid))
+        return self._read(where)
+
+    def by_chunk(self, chunk_ids: Iterable[int]) -> dict[int, tuple[float, bytes]]:
+        """Stored (scale, int8 bytes) of these chunks, keyed by chunk id."""
+        where: dict[int, list[tuple[int, int]]] = {}
+        for cid in chunk_ids:
+            row = self.conn.execute("SELECT block FROM vec_keys WHERE chunk_id=?", (cid,)).fetchone()
+            if row:
+                where.setdefault(row[0], []).append((cid, cid))
+        return self._read(where)
+
+    def _read(self, where: dict[int, list[tuple[int, int]]]) -> dict[int, tuple[float, bytes]]:
+        """For each block, the rows of the given chunk ids, keyed by the paired key."""
         out: dict[int, tuple[float, bytes]] = {}
         for block, wanted in where.items():
             ids_b, scales_b, q_b = self.conn.execute("SELECT ids, scales, q FROM vec_blocks WHERE block=?", (block,)).fetchone()
