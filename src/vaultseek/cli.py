@@ -392,7 +392,12 @@ def _add_location(p: argparse.ArgumentParser) -> None:
     g.add_argument("--vault", help="the vault folder (default: the nearest indexed folder at or above the current one)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Commands defined in other modules, imported only when they are asked for (or for --help), so a
+# one-off search or a hook does not pay for importing them.
+EXTENSIONS = {"eval": "evaluate", "explain": "evaluate", "hook": "agents_cli", "mcp": "agents_cli", "add": "agents_cli"}
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vaultseek", description="Fast local hybrid search for Markdown note vaults.")
     parser.add_argument("--version", action="version", version=f"vaultseek {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -446,14 +451,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
 
-    from .evaluate import register_cli
+    import importlib
 
-    register_cli(sub)
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    wanted = {EXTENSIONS[words[0]]} if words and words[0] in EXTENSIONS else (set() if words and words[0] in sub.choices else set(EXTENSIONS.values()))
+    for module in sorted(wanted):
+        importlib.import_module(f".{module}", __package__).register_cli(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help(sys.stderr)
