@@ -19,8 +19,9 @@ from .query import STOPWORDS, Query, all_of, any_of, is_cjk, lexical_phrases, ph
 from .snippet import term_pattern
 from .store.sqlite import SqliteStore
 
-OR_BUDGET = 8_000  # postings an OR query may score before the lexical side narrows it
-EXPANSIONS = 8  # indexed words a prefix or substring may stand for
+OR_BUDGET = 4_000  # postings an OR query may score before the lexical side narrows it
+EXPANSIONS = 4  # indexed words a substring may stand for (each costs its postings)
+MIN_SUBSTRING = 4  # shorter parts of words match too many words to be useful
 MIN_FIX_LEN = 4  # shorter unknown words are not corrected (too many near neighbours)
 
 
@@ -71,7 +72,7 @@ class Lexical:
         stem = tokens[0][2] if len(tokens) == 1 else word
         if self.store.terms_with_prefix(stem, 1):
             return [stem]
-        return [t for t, _ in self._substring(stem)]
+        return [t for t, _ in self._substring(stem)] if len(stem) >= MIN_SUBSTRING else []
 
     def _substring(self, part: str) -> list[tuple[str, int]]:
         """Indexed words containing `part` (3+ characters), most frequent first."""
@@ -180,23 +181,28 @@ class Lexical:
         """
         if not plan.words:
             return []
-        if plan.alternatives or plan.corrections:
-            return [" OR ".join(self._word_expr(plan, w) for w in plan.words)]
+        expr = {w: self._word_expr(plan, w) for w in plan.words}
         if len(plan.words) == 1:
-            return [any_of(plan.words)]
-        df = {w: self.store.doc_freq(w) for w in plan.words}
+            return [expr[plan.words[0]]]
+        df = {w: self._word_df(plan, w) for w in plan.words}
         total = self._chunk_count()
         kept = [w for w in plan.words if df[w] <= total // 2] or plan.words
-        if sum(df[p] for p in kept) <= OR_BUDGET or len(kept) == 1:
-            return [any_of(kept)]
+        if sum(df[w] for w in kept) <= OR_BUDGET or len(kept) == 1:
+            return [" OR ".join(expr[w] for w in kept)]
         rare: list[str] = []
         budget = 0
-        for p in sorted(kept, key=lambda p: df[p]):
-            if rare and budget + df[p] > OR_BUDGET:
+        for w in sorted(kept, key=lambda w: df[w]):
+            if rare and budget + df[w] > OR_BUDGET:
                 break
-            rare.append(p)
-            budget += df[p]
-        return [all_of(kept), any_of(rare)]
+            rare.append(w)
+            budget += df[w]
+        return [" AND ".join(expr[w] for w in kept), " OR ".join(expr[w] for w in rare)]
+
+    def _word_df(self, plan: Plan, word: str) -> int:
+        """Chunks a word's expression matches (an upper bound for expansions)."""
+        if word in plan.alternatives:
+            return sum(self.store.doc_freq(t) for t in plan.alternatives[word])
+        return self.store.doc_freq(plan.corrections.get(word, word))
 
     @staticmethod
     def _word_expr(plan: Plan, word: str) -> str:

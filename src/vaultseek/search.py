@@ -93,7 +93,6 @@ class Searcher:
         self._vectors: VectorIndex | None = None
         self._vectors_version: int | None = None
         self.vector_error: str | None = None
-        self._pool = None
         self._facts: NoteFacts | None = None
         self._facts_version: int | None = None
 
@@ -108,7 +107,8 @@ class Searcher:
         version = self.store.data_version()
         if self._vectors is None or version != self._vectors_version:
             self.embedder()  # fail here, before loading vectors, if the model cannot load
-            self._vectors = VectorIndex(*self.store.load_vectors())
+            lazy = self.store.load_vectors_lazy()
+            self._vectors = VectorIndex(lazy.ids, None, lazy.scales, lazy.bits, lazy=lazy)
             self._vectors_version = version
         return self._vectors
 
@@ -144,19 +144,11 @@ class Searcher:
         return index.search(vec, limit, mask)
 
     def _both(self, plan: Plan, text: str, limit: int, where, admissible) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
-        """Both lists at once: the vector side (numpy, GIL released) runs on a second thread while
-        SQLite (apsw releases the GIL too) ranks the lexical side."""
-        index = self.vector_index()  # reads the store here, never from the worker thread
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vaultseek-vector")
-        future = self._pool.submit(self._semantic_in, index, text, limit, admissible)
-        try:
-            lex = self.lex.search(plan, limit, where)
-        finally:
-            vec = future.result()
-        return lex, vec
+        """Both lists, one after the other. (Running the vector side on a second thread measured
+        slower on 2 cores: 5.5 vs 5.2 ms p50 at 107k chunks; the thread hand-off costs more than
+        the overlap saves.)"""
+        index = self.vector_index()
+        return self.lex.search(plan, limit, where), self._semantic_in(index, text, limit, admissible)
 
     # -- the pipeline ---------------------------------------------------------------------
 

@@ -17,18 +17,29 @@ PREFILTER = 2_000  # candidates kept by the sign-bit pass before exact scoring
 class VectorIndex:
     """Cosine similarity search over unit vectors stored as int8 with a per-vector scale."""
 
-    def __init__(self, ids: np.ndarray, q: np.ndarray, scales: np.ndarray, bits: np.ndarray | None = None) -> None:
+    def __init__(self, ids: np.ndarray, q: np.ndarray | None, scales: np.ndarray, bits: np.ndarray | None = None, lazy=None) -> None:
+        """`q` may be None with `lazy` (a store.vecblocks.LazyVectors): then the first search
+        reads only its candidates' rows, and later searches load the whole matrix once."""
         self.ids = ids
-        self.dim = q.shape[1] if q.ndim == 2 else 0
         self.size = len(ids)
+        self.lazy = lazy
+        if q is None and (self.size <= EXACT_LIMIT or bits is None):
+            q = lazy.all_rows()
+        self.dim = q.shape[1] if q is not None and q.ndim == 2 else (bits.shape[1] * 64 if bits is not None and bits.ndim == 2 else 0)
         if self.size <= EXACT_LIMIT:
             self.exact = q.astype(np.float32) * scales[:, None]
             self.q = self.scales = self.bits = None
         else:
             self.exact = None
             self.q, self.scales = q, scales
+            self._lazy_reads = 0
             # Sign bits, stored word-major so each XOR/popcount pass runs over contiguous memory.
             self.bits = np.ascontiguousarray((bits if bits is not None else sign_bits(q)).T)
+
+    @property
+    def reads_store(self) -> bool:
+        """Whether the next search reads rows from the database (so it must run on the store's thread)."""
+        return self.exact is None and self.q is None
 
     def search(self, query: np.ndarray, limit: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Top `limit` (chunk id, cosine) pairs, best first. `allowed` is an optional boolean mask over rows."""
@@ -48,7 +59,7 @@ class VectorIndex:
         return rows  # type: ignore[return-value]
 
     def _approx(self, query: np.ndarray, limit: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
-        assert self.q is not None and self.scales is not None and self.bits is not None
+        assert self.scales is not None and self.bits is not None
         qwords = sign_bits(query[None, :])[0]
         dist = np.bitwise_count(self.bits[0] ^ qwords[0]).astype(np.uint16)
         for j in range(1, len(qwords)):
@@ -61,7 +72,13 @@ class VectorIndex:
         cumulative = np.cumsum(np.bincount(dist, minlength=self.dim + 2))
         cutoff = min(int(np.searchsorted(cumulative, want)), self.dim)
         cand = np.flatnonzero(dist <= cutoff)
-        scores = (self.q[cand].astype(np.float32) @ query) * self.scales[cand]
+        if self.q is None:  # a one-off search reads only its candidates; a second one loads all
+            rows = self.lazy.rows(cand, len(query))
+            self.q = self.lazy.all_rows() if self._lazy_reads else None
+            self._lazy_reads += 1
+        else:
+            rows = self.q[cand]
+        scores = (rows.astype(np.float32) @ query) * self.scales[cand]
         order = _top(scores, limit)
         return [(int(self.ids[cand[i]]), float(scores[i])) for i in order]
 

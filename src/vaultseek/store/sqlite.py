@@ -502,9 +502,13 @@ class SqliteStore:
         """(chunk ids, int8 matrix, scales, sign-bit words) of every stored vector."""
         return self.vectors.load()
 
+    def load_vectors_lazy(self):
+        """Like `load_vectors`, with the int8 matrix left in the database until needed."""
+        return self.vectors.load_lazy()
+
     def data_version(self) -> int:
-        """Changes whenever another connection commits; used to refresh in-memory caches."""
-        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        """Changes whenever the database changes; used to refresh in-memory caches."""
+        return int(self.conn.data_version())
 
     def fetch_chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         if not ids:

@@ -154,18 +154,26 @@ class VectorBlocks:
 
     def load(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(chunk ids, int8 matrix, scales, sign-bit words) of every live vector."""
-        rows = self.conn.execute("SELECT ids, scales, q, bits FROM vec_blocks ORDER BY block").fetchall()
+        lazy = self.load_lazy()
+        return lazy.ids, lazy.all_rows(), lazy.scales, lazy.bits
+
+    def load_lazy(self) -> "LazyVectors":
+        """Ids, scales and sign bits of every live vector (a seventh of the bytes); the int8
+        components are read on demand, a few rows or all of them."""
+        rows = self.conn.execute("SELECT block, rows, ids, scales, bits FROM vec_blocks ORDER BY block").fetchall()
         if not rows:
-            return np.zeros(0, np.int64), np.zeros((0, 0), np.int8), np.zeros(0, np.float32), np.zeros((0, 0), np.uint64)
-        ids = np.frombuffer(b"".join(r[0] for r in rows), dtype=np.int64)
-        scales = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
-        q = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.int8).reshape(len(ids), -1)
-        bits = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.uint64).reshape(len(ids), -1)
+            return LazyVectors(self.conn, np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros((0, 0), np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        ids = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.int64)
+        scales = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32)
+        bits = np.frombuffer(b"".join(r[4] for r in rows), dtype=np.uint64).reshape(len(ids), -1)
+        blocks = np.array([r[0] for r in rows], dtype=np.int64)
+        counts = np.array([r[1] for r in rows], dtype=np.int64)
+        stored = np.arange(len(ids), dtype=np.int64)  # row of each live vector among all stored rows
         dead = [r[0] for r in self.conn.execute("SELECT chunk_id FROM vec_dead")]
         if dead:
             live = ~np.isin(ids, np.asarray(dead, dtype=np.int64))
-            ids, scales, q, bits = ids[live], scales[live], q[live], bits[live]
-        return ids, q, scales, bits
+            ids, scales, bits, stored = ids[live], scales[live], bits[live], stored[live]
+        return LazyVectors(self.conn, ids, scales, bits, blocks, counts, stored)
 
     def compact(self) -> int:
         """Rewrite blocks that are mostly tombstones; returns how many blocks were rewritten."""
@@ -194,3 +202,35 @@ class VectorBlocks:
                 (int(keep.sum()), *(p.tobytes() for p in parts), block),
             )
         return len(stale)
+
+
+class LazyVectors:
+    """Live vectors whose int8 components stay in the database until asked for."""
+
+    def __init__(self, conn: apsw.Connection, ids: np.ndarray, scales: np.ndarray, bits: np.ndarray,
+                 blocks: np.ndarray, counts: np.ndarray, stored: np.ndarray) -> None:
+        self.conn = conn
+        self.ids, self.scales, self.bits = ids, scales, bits
+        self._blocks = blocks  # block number of each block, in order
+        self._starts = np.cumsum(counts) - counts  # first stored row of each block
+        self._total = int(counts.sum())  # rows stored, live or dead
+        self._stored = stored  # stored row of each live vector
+
+    def rows(self, rows: np.ndarray, dim: int) -> np.ndarray:
+        """The int8 components of some live rows, read with incremental blob I/O (no full load)."""
+        out = np.empty((len(rows), dim), dtype=np.int8)
+        stored = self._stored[rows]
+        which = np.searchsorted(self._starts, stored, side="right") - 1
+        for b in np.unique(which):
+            with self.conn.blob_open("main", "vec_blocks", "q", int(self._blocks[b]), False) as blob:
+                for i in np.flatnonzero(which == b):
+                    blob.seek(int(stored[i] - self._starts[b]) * dim)
+                    out[i] = np.frombuffer(blob.read(dim), dtype=np.int8)
+        return out
+
+    def all_rows(self) -> np.ndarray:
+        """Every live vector's int8 components, as one matrix."""
+        if not self._total:
+            return np.zeros((0, 0), np.int8)
+        data = b"".join(r[0] for r in self.conn.execute("SELECT q FROM vec_blocks ORDER BY block"))
+        return np.frombuffer(data, dtype=np.int8).reshape(self._total, -1)[self._stored]
