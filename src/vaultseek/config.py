@@ -15,10 +15,6 @@ from typing import Any
 from .types import SKIP_SECTIONS, ChunkingParams
 from .errors import UsageError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 INDEX_DIR = ".vaultseek"
 INDEX_FILE = "index.db"
@@ -115,6 +111,10 @@ def load_config(vault: Path | None, path: Path | None = None) -> Config:
             path = vault / INDEX_DIR / CONFIG_FILE
     if path is None:
         return Config()
+    if sys.version_info >= (3, 11):  # imported here: most runs have no config file
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
