@@ -12,6 +12,7 @@ Defaults and the figures behind them: docs/evaluation.md, "The ranking defaults 
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import time
@@ -66,10 +67,12 @@ def load_facts(store: SqliteStore, ids: Sequence[int] | None = None) -> NoteFact
     else:
         wanted = sorted(set(int(i) for i in ids))
         marks = ",".join("?" * len(wanted))
-        chunks = store.conn.execute(f"SELECT id, file_id, chars FROM chunks WHERE id IN ({marks}) ORDER BY id", wanted).fetchall() if wanted else []
-        file_ids = sorted({int(c[1]) for c in chunks})
-        marks = ",".join("?" * len(file_ids))
-        files = store.conn.execute(f"SELECT id, path, links, date, mtime_ns FROM files WHERE id IN ({marks}) ORDER BY id", file_ids).fetchall() if file_ids else []
+        rows = store.conn.execute(
+            f"SELECT c.id, c.file_id, c.chars, f.path, f.date, f.mtime_ns FROM chunks c JOIN files f ON f.id = c.file_id "
+            f"WHERE c.id IN ({marks}) ORDER BY c.id", wanted
+        ).fetchall() if wanted else []
+        chunks = [r[:3] for r in rows]
+        files = sorted({(r[1], r[3], "", r[4], r[5]) for r in rows})
         counts = {}
     file_row = {int(f[0]): i for i, f in enumerate(files)}
     day = np.array([_epoch(f[3], f[4]) for f in files], dtype=np.float64)
@@ -86,7 +89,7 @@ def load_facts(store: SqliteStore, ids: Sequence[int] | None = None) -> NoteFact
 def _epoch(date: str | None, mtime_ns: int) -> float:
     if date:
         try:
-            return time.mktime(time.strptime(date[:10], "%Y-%m-%d"))
+            return datetime.datetime.fromisoformat(date[:10]).timestamp()
         except ValueError:
             pass
     return mtime_ns / 1e9
