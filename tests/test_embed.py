@@ -279,3 +279,18 @@ def test_light_path_for_queries_equals_the_full_model() -> None:
     rust = Tokenizer.from_file(str(MODELS_DIR / "potion-base-8M" / "tokenizer.json"))
     for text in texts + ["tab\there\x00null\u200bzw", "Ｆｕｌｌｗｉｄｔｈ 😀 ok", "a" * 150, "x\u0301y\u00a0z"]:
         assert wp.ids(text) == rust.encode(text, add_special_tokens=False).ids
+
+
+def test_wordpiece_cache_round_trip_and_corruption(tmp_path: Path) -> None:
+    from vaultseek.embed import MODELS_DIR
+    from vaultseek.wordpiece import WordPiece
+
+    spec = MODELS_DIR / "potion-base-8M" / "tokenizer.json"
+    first = WordPiece.from_tokenizer_json(spec, cache_dir=tmp_path)
+    files = list(tmp_path.glob("wordpiece-*.marshal"))
+    assert first is not None and len(files) == 1
+    again = WordPiece.from_tokenizer_json(spec, cache_dir=tmp_path)
+    assert again is not None and again.ids("CreateFileW 认证 naïve") == first.ids("CreateFileW 认证 naïve")
+    files[0].write_bytes(b"garbage")  # a damaged cache is re-parsed, never trusted
+    third = WordPiece.from_tokenizer_json(spec, cache_dir=tmp_path)
+    assert third is not None and third.vocab == first.vocab

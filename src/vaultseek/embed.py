@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 import threading
 from collections.abc import Sequence
@@ -295,7 +296,8 @@ class Model2VecEmbedder:
         tensor = header.get(self._layout.tensor, {})
         if "weights" in header or "mapping" in header or tensor.get("dtype") != "F32":
             return None
-        wordpiece = WordPiece.from_tokenizer_json(self.path / self._layout.tokenizer)
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vaultseek"
+        wordpiece = WordPiece.from_tokenizer_json(self.path / self._layout.tokenizer, cache_dir=cache)
         if wordpiece is None:
             return None
         start, end = tensor["data_offsets"]
