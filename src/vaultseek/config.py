@@ -48,6 +48,7 @@ class SearchSettings:
     keyword_max_words: int = 2  # queries of at most this many words count as keyword queries
     per_note: int = 2  # at most this many chunks of one note in a result list (0: no limit)
     fix_typos: bool = True  # search for the closest indexed word when a word matches nothing
+    proximity: float = 0.0  # BM25 boost for chunks where the query's words occur close together (0 = off)
     short_chunk_chars: int = 200  # chunks shorter than this lose up to `short_chunk_penalty` of their score
     short_chunk_penalty: float = 0.5  # 0 turns the short-chunk penalty off
     link_weight: float = 0.0  # boost notes with many backlinks ([[links]] from other notes); 0 = off
@@ -59,7 +60,7 @@ class SearchSettings:
             raise UsageError(f"config: search.fusion must be \"convex\" or \"rrf\", not {self.fusion!r}")
         if self.bm25_weight < 0 or self.vector_weight < 0 or self.candidates < 1:
             raise UsageError("config: search.bm25_weight and search.vector_weight must be >= 0, search.candidates >= 1")
-        for name in ("keyword_bm25_weight", "short_chunk_penalty", "recency_weight"):
+        for name in ("keyword_bm25_weight", "short_chunk_penalty", "recency_weight", "proximity"):
             if not 0 <= getattr(self, name) <= 1:
                 raise UsageError(f"config: search.{name} must be between 0 (off) and 1")
         if self.link_weight < 0 or self.recency_half_life_days <= 0:
