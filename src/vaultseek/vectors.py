@@ -12,14 +12,16 @@ from .store.vecblocks import sign_bits
 
 EXACT_LIMIT = 40_000  # up to this many vectors, exact search is fast enough
 PREFILTER = 2_000  # candidates kept by the sign-bit pass before exact scoring
+LAZY_SEARCHES = 4  # searches served by reading candidate rows before the whole matrix is loaded
 
 
 class VectorIndex:
     """Cosine similarity search over unit vectors stored as int8 with a per-vector scale."""
 
     def __init__(self, ids: np.ndarray, q: np.ndarray | None, scales: np.ndarray, bits: np.ndarray | None = None, lazy=None) -> None:
-        """`q` may be None with `lazy` (a store.vecblocks.LazyVectors): then the first search
-        reads only its candidates' rows, and later searches load the whole matrix once."""
+        """`q` may be None with `lazy` (a store.vecblocks.LazyVectors): then the first searches
+        read only their candidates' rows (~5 ms), and after `LAZY_SEARCHES` of them the whole
+        matrix is loaded once (~120 ms for 107k vectors)."""
         self.ids = ids
         self.size = len(ids)
         self.lazy = lazy
@@ -72,10 +74,11 @@ class VectorIndex:
         cumulative = np.cumsum(np.bincount(dist, minlength=self.dim + 2))
         cutoff = min(int(np.searchsorted(cumulative, want)), self.dim)
         cand = np.flatnonzero(dist <= cutoff)
-        if self.q is None:  # a one-off search reads only its candidates; a second one loads all
+        if self.q is None:  # one-off processes read only their candidates; a long-lived one loads all
             rows = self.lazy.rows(cand, len(query))
-            self.q = self.lazy.all_rows() if self._lazy_reads else None
             self._lazy_reads += 1
+            if self._lazy_reads >= LAZY_SEARCHES:
+                self.q = self.lazy.all_rows()
         else:
             rows = self.q[cand]
         scores = (rows.astype(np.float32) @ query) * self.scales[cand]
