@@ -233,3 +233,42 @@ def test_interrupted_run_resumes(index, vault):
     assert not summary.interrupted and store.counts()["files"] == 12
     assert summary.added == 12 - (5)
     assert_consistent(store)
+
+
+def test_settings_that_make_indexed_notes_private_apply_without_edits(index, vault):
+    """Adding a private folder or tag to the config removes already indexed notes (review #1)."""
+    (vault / "Journal").mkdir()
+    (vault / "Journal" / "day1.md").write_text("Ate pineapples on the balcony and thought about the move.")
+    (vault / "health.md").write_text("---\ntags: [health]\n---\nBlood test results were fine, said the clinic.")
+    _, store = index()
+    assert bm25_paths(store, "pineapples") and bm25_paths(store, "clinic")
+    config = replace(Config(), index=IndexSettings(private_folders=("Journal",), private_tags=("private", "health")))
+    summary, store = index(config)
+    assert summary.excluded == 2
+    assert bm25_paths(store, "pineapples") == [] and bm25_paths(store, "clinic") == []
+    assert set(store.excluded()) == {"Journal/day1.md", "health.md"}
+    assert_consistent(store)
+    summary, store = index()  # the rules relaxed again: the notes come back
+    assert bm25_paths(store, "pineapples") and bm25_paths(store, "clinic")
+
+
+def test_private_notes_fail_closed(index, vault):
+    """Malformed front matter that says private, and nested private tags, are never indexed (review #2)."""
+    (vault / "a.md").write_text("---\nprivate: true\ntitle: Meeting: notes [draft\n---\n# Secret\n\nThe lawyer is called Fenwick.")
+    (vault / "b.md").write_text("---\ntags: [private/health]\n---\nThe allergist is called Okonkwo.")
+    _, store = index()
+    assert bm25_paths(store, "fenwick") == [] and bm25_paths(store, "okonkwo") == []
+    assert {"a.md", "b.md"} <= set(store.excluded())
+
+
+def test_a_foreign_database_is_refused_untouched(tmp_path, embedder, vault):
+    """Pointing --db at another program's SQLite file changes nothing in it (review #9)."""
+    other = tmp_path / "other.db"
+    conn = apsw.Connection(str(other))
+    conn.execute("CREATE TABLE t(x)")
+    conn.close()
+    with pytest.raises(SchemaMismatch, match="not a vaultseek index"):
+        SqliteStore(other)
+    conn = apsw.Connection(str(other))
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()

@@ -126,7 +126,7 @@ def test_filters_apply_to_both_lists(searcher):
 def test_query_language_parsing():
     q = parse_query('"exact phrase" -draft tag:security path:"My Folder/" after:2025-01-01 std::vector')
     assert q.phrases == ("exact phrase",) and q.excluded == ("draft",)
-    assert q.filters.tags == ("security",) and q.filters.paths == ("My Folder",) and q.filters.after == "2025-01-01"
+    assert q.filters.tags == ("security",) and q.filters.paths == ("My Folder/",) and q.filters.after == "2025-01-01"
     assert q.text == "exact phrase std::vector"
     assert parse_query('unbalanced "quote').text == "unbalanced quote"
     with pytest.raises(UsageError, match="needs a date"):
@@ -166,3 +166,47 @@ def test_snippet_window_and_highlights():
     spans = highlight_spans(snippet, ["refresh", "token"])
     assert [snippet[a:b].lower() for a, b in spans][:2] == ["refresh", "token"]
     assert highlight_spans("用户认证失败排查", ["认证失败"]) == [[2, 4], [4, 6]]
+
+
+def test_review_regressions(searcher, index, vault):
+    # an exclusion that matches nothing must not empty the vector list (review #3)
+    hits = searcher.search("token -zzqqxx", mode="vector").hits
+    assert hits and searcher.search("token -zzqqxx").hits[0].vec_rank is not None
+    # a NUL in a query is searched around, never an FTS5 error
+    searcher.search("token -a\x00b")
+    # a correction never lands on a stopword
+    assert "for" not in searcher.search("fro", mode="bm25").corrections.values()
+    # -k larger than the candidates and than SQLite's variable limit
+    assert len(searcher.search("the", k=5000, per_note=0).hits) > 30
+
+
+def test_k_results_survive_the_per_note_cap(index, vault):
+    """One note with many matching chunks cannot leave fewer than k notes in the list (review #4)."""
+    for i in range(3):
+        (vault / f"big{i}.md").write_text("".join(f"## Part {j}\nThe zephyr wind report number {j} for the coast.\n\n" for j in range(40)))
+    for i in range(10):
+        (vault / f"small{i}.md").write_text(f"A single zephyr sighting, entry {i}, was logged at dawn.")
+    _, store = index()
+    s = Searcher(store)
+    for mode in ("bm25", "vector", "hybrid"):
+        paths = [h.path for h in s.search("zephyr", k=10, mode=mode).hits]
+        assert len(paths) == 10 and max(paths.count(p) for p in paths) <= 2
+
+
+def test_common_words_count_in_small_vaults(index, vault):
+    """Words in most chunks are only dropped when a big vault needs it (review #5)."""
+    for i in range(30):
+        (vault / f"k{i}.md").write_text(f"Kubernetes cluster note {i} with enough words to be a chunk.")
+    (vault / "both.md").write_text("Kubernetes backup runbook: restore etcd from the nightly backup.")
+    _, store = index()
+    hits = Searcher(store).search("kubernetes backup", mode="bm25").hits
+    assert hits[0].path == "both.md"
+
+
+def test_path_filter_with_trailing_slash_is_that_folder(index, vault):
+    (vault / "Proj").mkdir()
+    (vault / "Proj" / "b.md").write_text("Roadmap for the widget project, second draft.")
+    _, store = index()
+    s = Searcher(store)
+    assert {h.path for h in s.search("roadmap path:Proj/").hits} == {"Proj/b.md"}
+    assert "Projects/Vaultseek roadmap.md" in {h.path for h in s.search("roadmap path:Proj").hits}

@@ -184,10 +184,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     query = " ".join(args.query)
     vault, db, store = _open_for_read(args)
-    config = load_config(stored_vault(store) or vault, Path(args.config) if args.config else None)
-    from .query import Filters
+    config = load_config(vault or stored_vault(store), Path(args.config) if args.config else None)
+    from .query import _DATE_RE, Filters
 
-    filters = Filters(tuple(args.tag or ()), tuple(p.strip("/") for p in args.path or ()), tuple(args.type or ()), args.after, args.before)
+    for flag, value in (("--after", args.after), ("--before", args.before)):
+        if value is not None and not _DATE_RE.fullmatch(value):
+            raise UsageError(f"{flag} needs a date like 2025-01-31, not {value!r}")
+    filters = Filters(tuple(args.tag or ()), tuple(p.lstrip("/") for p in args.path or ()), tuple(args.type or ()), args.after, args.before)
     searcher = Searcher(store, config.search)
     result = searcher.search(
         query, k=args.k, mode=args.mode, max_tokens=args.max_tokens, filters=filters,
@@ -196,7 +199,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     for warning in result.warnings:
         log.warning(warning)
     if result.corrections and not args.json:
-        fixed = " ".join(result.corrections.get(w, w) for w in query.split())
+        fixed = " ".join(result.corrections.get(w.lower(), w) for w in query.split())
         print(f'showing results for "{fixed}" (no match for {", ".join(repr(w) for w in result.corrections)}; --no-correct searches as typed)', file=sys.stderr)
     if args.json:
         data = result.as_json()
@@ -233,7 +236,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from .scan import scan_vault
 
     vault, db, store = _open_for_read(args)
-    root = stored_vault(store) or vault
+    root = vault or stored_vault(store)  # a vault named (or found) here wins over where it was indexed
     config = load_config(root, Path(args.config) if args.config else None)
     counts = store.counts()
     known = store.file_states()

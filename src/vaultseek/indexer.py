@@ -23,7 +23,7 @@ from .chunking import chunk_note, heading_context
 from .config import Config
 from .embed import Embedder, load_embedder
 from .errors import EmbedderUnavailable, UsageError
-from .markdown import parse_note
+from .markdown import is_private_tag, parse_note
 from .scan import FoundFile, folder_rule, scan_vault
 from .scrub import scrub
 from .store.sqlite import FileRecord, SqliteStore, WriterLock
@@ -165,13 +165,20 @@ class Indexer:
         done = 0
         pending: list[_Prepared] = []
         pending_chunks = 0
+        private_tags = tuple(t.lower() for t in self.config.index.private_tags)
+        stored_tags = store.file_tags() if private_tags else {}
         for found in files:
             if self.stop.is_set():
                 break
             state = known.get(found.path)
             if state and state.mtime_ns == found.mtime_ns and state.size == found.size:
-                summary.unchanged += 1
-                log.debug("unchanged %s", found.path)
+                # Unchanged, but today's settings may make it private (a folder or a tag added).
+                folder = folder_rule(found.path, self.config.index.private_folders)
+                if folder or any(is_private_tag(t, private_tags) for t in stored_tags.get(found.path, ())):
+                    self._exclude(found, state, f"private folder {folder}/" if folder else "marked private by a tag")
+                else:
+                    summary.unchanged += 1
+                    log.debug("unchanged %s", found.path)
             else:
                 prepared = self._prepare(found, state, gone_by_hash)
                 if prepared is not None:

@@ -110,7 +110,7 @@ class Lexical:
         limit = 1 if len(word) < 8 else 2
         best: tuple[int, int, str] | None = None
         for term, df in rows:
-            if abs(len(term) - len(word)) > limit or term.isdigit():
+            if abs(len(term) - len(word)) > limit or term.isdigit() or term in STOPWORDS:
                 continue
             d = edit_distance(word, term, limit)
             if d <= limit and (best is None or (d, -df) < (best[0], best[1])):
@@ -185,6 +185,8 @@ class Lexical:
         if len(plan.words) == 1:
             return [expr[plan.words[0]]]
         df = {w: self._word_df(plan, w) for w in plan.words}
+        if sum(df.values()) <= OR_BUDGET:
+            return [" OR ".join(expr[w] for w in plan.words)]
         total = self._chunk_count()
         kept = [w for w in plan.words if df[w] <= total // 2] or plan.words
         if sum(df[w] for w in kept) <= OR_BUDGET or len(kept) == 1:
@@ -234,7 +236,8 @@ class Lexical:
         if plan.excluded:
             banned = self.store.match_ids(" OR ".join(plan.excluded))
             if allowed is None:
-                return -banned - 1  # negative ids: "anything but these" (see Searcher)
+                # negative ids: "anything but these" (see Searcher); nothing banned: no constraint
+                return -banned - 1 if len(banned) else None
             allowed = np.setdiff1d(allowed, banned)
         return allowed
 

@@ -183,7 +183,11 @@ def parse_note(path: str, text: str, private_tags: tuple[str, ...] = ("private",
     seen: set[str] = set()
     unique_tags = tuple(t for t in tags if t and not (t.lower() in seen or seen.add(t.lower())))
     date = next((d for d in (_as_date(meta.get(k)) for k in DATE_KEYS) if d), None)
-    private = _truthy(meta.get("private", False)) or any(t.lower() in private_tags for t in unique_tags)
+    private = (
+        _truthy(meta.get("private", False))
+        or any(is_private_tag(t, private_tags) for t in unique_tags)
+        or (fm_text is not None and not meta and _private_hint(fm_text, private_tags))
+    )
     return Note(
         path=path,
         title=title,
@@ -198,6 +202,24 @@ def parse_note(path: str, text: str, private_tags: tuple[str, ...] = ("private",
         warnings=tuple(warnings),
         body_start_line=fm_lines + 1,
     )
+
+
+def is_private_tag(tag: str, private_tags: tuple[str, ...]) -> bool:
+    """`private` and its nested tags (`private/health`) are private."""
+    low = tag.lower()
+    return any(low == p or low.startswith(p + "/") for p in private_tags)
+
+
+def _private_hint(fm_text: str, private_tags: tuple[str, ...]) -> bool:
+    """Front matter that YAML cannot read still counts as private if a line says so: fail closed."""
+    for line in fm_text.split("\n"):
+        key, _, value = line.partition(":")
+        key, value = key.strip().lower(), value.strip().strip("'\"").lower()
+        if key == "private" and value in ("true", "yes", "on", "1"):
+            return True
+        if key in ("tags", "tag") and any(is_private_tag(t, private_tags) for t in re.split(r"[\s,\[\]#'\"]+", value) if t):
+            return True
+    return False
 
 
 def _as_list_keep_spaces(value: Any) -> list[str]:

@@ -233,6 +233,14 @@ class VaultService:
         except OSError as exc:
             raise VaultseekError(f"cannot read {rel!r}: {exc.strerror or exc}") from None
         text = raw.decode("utf-8", errors="replace").replace("\r\n", "\n")
+        # The index may predate a config change or an edit: today's rules and the note decide.
+        from .markdown import parse_note
+        from .scan import exclusion_reason, folder_rule
+
+        private = folder_rule(rel, self.config.index.private_folders)
+        rule = exclusion_reason(rel, self.config.index)
+        if private or rule or parse_note(rel, text, tuple(t.lower() for t in self.config.index.private_tags)).private:
+            raise NoteAccessError(f"{rel!r} is private or excluded by the current settings; vaultseek does not serve it")
         if self.config.index.scrub_secrets:
             text = scrub(text).text
         return self._note_result(rel, text, section)

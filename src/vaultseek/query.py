@@ -91,7 +91,7 @@ class Filters:
     """Restrictions applied to both lists before fusion."""
 
     tags: tuple[str, ...] = ()
-    paths: tuple[str, ...] = ()  # folder or path prefixes, relative to the vault
+    paths: tuple[str, ...] = ()  # path prefixes relative to the vault ("Projects/" is that folder)
     types: tuple[str, ...] = ()
     after: str | None = None  # ISO date, inclusive, on the note's front-matter date or else its mtime
     before: str | None = None  # ISO date, exclusive
@@ -120,6 +120,7 @@ class Query:
 def parse_query(raw: str) -> Query:
     """Split a query into free text, "phrases", -exclusions and filters (tag:, path:/folder:,
     type:, after:, before:). Anything else, including unbalanced quotes, is searched as text."""
+    raw = raw.replace("\x00", " ")  # NUL cannot be part of an FTS5 string
     text_parts: list[str] = []
     phrases: list[str] = []
     excluded: list[str] = []
@@ -139,7 +140,8 @@ def parse_query(raw: str) -> Query:
                     raise UsageError(f"{key}: needs a date like 2025-01-31, not {value!r}")
                 after, before = (value, before) if field == "after" else (after, value)
             else:
-                found[field].append(value.strip().lower() if field != "paths" else value.strip().strip("/"))
+                # a path keeps its trailing slash: `path:Proj/` is that folder, `path:Proj` any prefix
+                found[field].append(value.strip().lower() if field != "paths" else value.strip().lstrip("/"))
             continue
         literal = f"{key}:{value}" if key else value
         if neg and literal and TERM_RE.search(literal):

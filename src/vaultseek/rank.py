@@ -66,11 +66,13 @@ def load_facts(store: SqliteStore, ids: Sequence[int] | None = None) -> NoteFact
         counts = backlink_counts([f[1] for f in files], [f[2] for f in files])
     else:
         wanted = sorted(set(int(i) for i in ids))
-        marks = ",".join("?" * len(wanted))
-        rows = store.conn.execute(
-            f"SELECT c.id, c.file_id, c.chars, f.path, f.date, f.mtime_ns FROM chunks c JOIN files f ON f.id = c.file_id "
-            f"WHERE c.id IN ({marks}) ORDER BY c.id", wanted
-        ).fetchall() if wanted else []
+        rows = []
+        for start in range(0, len(wanted), 500):  # SQLite limits the variables of one statement
+            part = wanted[start : start + 500]
+            rows += store.conn.execute(
+                f"SELECT c.id, c.file_id, c.chars, f.path, f.date, f.mtime_ns FROM chunks c JOIN files f ON f.id = c.file_id "
+                f"WHERE c.id IN ({','.join('?' * len(part))}) ORDER BY c.id", part
+            ).fetchall()
         chunks = [r[:3] for r in rows]
         files = sorted({(r[1], r[3], "", r[4], r[5]) for r in rows})
         counts = {}

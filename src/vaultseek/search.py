@@ -29,6 +29,7 @@ log = logging.getLogger("vaultseek")
 
 MODES = ("hybrid", "bm25", "vector")
 CHARS_PER_TOKEN = 4
+MAX_DEPTH = 2_000  # the deepest each list is read when grouping per note leaves fewer than k results
 
 
 @dataclass
@@ -184,54 +185,62 @@ class Searcher:
         plan = self.lex.plan(parsed, fix_typos=fix_typos)
         admissible = self.lex.admissible(plan, where) if (where or plan.required or plan.excluded) else None
         warnings: list[str] = []
+        requested_mode = mode
+        while True:
+            mode = requested_mode
+            warnings = []
+            lex: list[tuple[int, float]] = []
+            vec: list[tuple[int, float]] = []
+            if mode == "bm25":
+                lex = self.lex.search(plan, n, where, settings.proximity)
+            else:
+                try:
+                    if mode == "hybrid":
+                        lex, vec = self._both(plan, parsed.text, n, where, admissible)
+                    else:
+                        vec = self._semantic_in(self.vector_index(), parsed.text, n, admissible)
+                except EmbedderUnavailable as exc:
+                    if mode == "hybrid":
+                        lex = self.lex.search(plan, n, where, settings.proximity)
+                    self.vector_error = str(exc).splitlines()[0]
+                    msg = f"vector search unavailable ({self.vector_error}); showing keyword (BM25) results only"
+                    if mode == "vector":
+                        raise EmbedderUnavailable(msg, hint="check `vaultseek status`; use --mode bm25") from None
+                    warnings.append(msg)
+                    mode = "bm25"
 
-        lex: list[tuple[int, float]] = []
-        vec: list[tuple[int, float]] = []
-        if mode == "bm25":
-            lex = self.lex.search(plan, n, where, settings.proximity)
-        else:
-            try:
-                if mode == "hybrid":
-                    lex, vec = self._both(plan, parsed.text, n, where, admissible)
-                else:
-                    vec = self._semantic_in(self.vector_index(), parsed.text, n, admissible)
-            except EmbedderUnavailable as exc:
-                if mode == "hybrid":
-                    lex = self.lex.search(plan, n, where, settings.proximity)
-                self.vector_error = str(exc).splitlines()[0]
-                msg = f"vector search unavailable ({self.vector_error}); showing keyword (BM25) results only"
-                if mode == "vector":
-                    raise EmbedderUnavailable(msg, hint="check `vaultseek status`; use --mode bm25") from None
-                warnings.append(msg)
-                mode = "bm25"
-
-        names: tuple[str, ...] = {"hybrid": ("bm25", "vector"), "bm25": ("bm25",), "vector": ("vector",)}[mode]
-        # FTS5's bm25() is lower-is-better: negated, every list is higher-is-better.
-        scored = {"bm25": [(i, -s) for i, s in lex], "vector": vec}
-        if len(names) > 1:
-            weights = dict(zip(("bm25", "vector"), fusion_weights(settings, parsed.text)))
-        else:
-            weights = {names[0]: 1.0}
-        floors = {"bm25": _floor(scored["bm25"], settings.candidates, exhaustive=len(lex) < n), "vector": _floor(vec, settings.candidates)}
-        fused = fuse(
-            settings.fusion, [scored[name] for name in names], [weights[name] for name in names],
-            rrf_k=settings.rrf_k, floors=[floors[name] for name in names],
-        )
-        facts = self.note_facts([x.id for x in fused]) if fused and (per_note or prior_names(settings)) else None  # type: ignore[misc]
-        multipliers = factors(facts, [x.id for x in fused], settings) if facts is not None else {}  # type: ignore[misc]
-        if multipliers:
-            fused = apply_priors(fused, multipliers)
-            names = names + tuple(multipliers)
-        if per_note and facts is not None:
-            files = facts.note_of([x.id for x in fused])  # type: ignore[misc]
-            per_file: dict[int, int] = {}
-            kept = []
-            for x, fid in zip(fused, files):
-                if fid is None or per_file.get(fid, 0) >= per_note:
-                    continue
-                per_file[fid] = per_file.get(fid, 0) + 1
-                kept.append(x)
-            fused = kept
+            names: tuple[str, ...] = {"hybrid": ("bm25", "vector"), "bm25": ("bm25",), "vector": ("vector",)}[mode]
+            # FTS5's bm25() is lower-is-better: negated, every list is higher-is-better.
+            scored = {"bm25": [(i, -s) for i, s in lex], "vector": vec}
+            if len(names) > 1:
+                weights = dict(zip(("bm25", "vector"), fusion_weights(settings, parsed.text)))
+            else:
+                weights = {names[0]: 1.0}
+            floors = {"bm25": _floor(scored["bm25"], settings.candidates, exhaustive=len(lex) < n), "vector": _floor(vec, settings.candidates)}
+            fused = fuse(
+                settings.fusion, [scored[name] for name in names], [weights[name] for name in names],
+                rrf_k=settings.rrf_k, floors=[floors[name] for name in names],
+            )
+            facts = self.note_facts([x.id for x in fused]) if fused and (per_note or prior_names(settings)) else None  # type: ignore[misc]
+            multipliers = factors(facts, [x.id for x in fused], settings) if facts is not None else {}  # type: ignore[misc]
+            if multipliers:
+                fused = apply_priors(fused, multipliers)
+                names = names + tuple(multipliers)
+            if per_note and facts is not None:
+                files = facts.note_of([x.id for x in fused])  # type: ignore[misc]
+                per_file: dict[int, int] = {}
+                kept = []
+                for x, fid in zip(fused, files):
+                    if fid is None or per_file.get(fid, 0) >= per_note:
+                        continue
+                    per_file[fid] = per_file.get(fid, 0) + 1
+                    kept.append(x)
+                fused = kept
+            # One note with many matching chunks can use up the candidates: look deeper until k notes'
+            # worth survive the per-note cap or the lists run dry (the scores of the top do not change).
+            if len(fused) >= k or n >= MAX_DEPTH or (len(lex) < n and len(vec) < n):
+                break
+            n = min(n * 4, MAX_DEPTH)
         return Ranking(parsed, plan, mode, names, fused[:k], warnings)
 
     def search(

@@ -114,22 +114,31 @@ def connect(path: Path, readonly: bool = False) -> apsw.Connection:
         flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     fresh = not readonly and (not path.exists() or path.stat().st_size == 0)
     try:
-        conn = apsw.Connection(str(path), flags=flags)
-        conn.setbusytimeout(BUSY_TIMEOUT_MS)
-        if fresh:
-            # 16 KB pages read the vector blocks (large blobs) in half the time of 4 KB pages.
-            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
-        if not readonly:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA schema_version").fetchall()  # touches the file: fails now if it is not a database
+        try:
+            conn = _open(path, flags, fresh)
+        except apsw.CantOpenError:
+            if not readonly:
+                raise
+            # A WAL database in a read-only place (a mount, a snapshot, someone else's vault)
+            # cannot create its -shm file: open it as immutable instead.
+            conn = _open(path, flags | apsw.SQLITE_OPEN_URI, fresh, uri=f"{path.resolve().as_uri()}?mode=ro&immutable=1")
     except apsw.NotADBError:
-        raise VaultseekError(f"{path} is not a vaultseek index (not an SQLite database)", hint="pass another --db, or delete the file") from None
+        raise SchemaMismatch(f"{path} is not a vaultseek index (not an SQLite database)", hint="pass another --db, or delete the file") from None
     except apsw.BusyError:
         raise DatabaseBusy(f"{path} is locked by another process", hint="wait for the other vaultseek to finish and try again") from None
     except apsw.CantOpenError:
         raise VaultseekError(f"cannot open {path}", hint="check the path and its permissions") from None
+    return conn
+
+
+def _open(path: Path, flags: int, fresh: bool, uri: str | None = None) -> apsw.Connection:
+    conn = apsw.Connection(uri or str(path), flags=flags)
+    conn.setbusytimeout(BUSY_TIMEOUT_MS)
+    if fresh:
+        # 16 KB pages read the vector blocks (large blobs) in half the time of 4 KB pages.
+        conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA schema_version").fetchall()  # touches the file: fails now if it is not a database
     return conn
 
 
@@ -194,6 +203,13 @@ else:
         fcntl.flock(fh.fileno(), fcntl.LOCK_UN)  # type: ignore[attr-defined]
 
 
+def _slices(ids: Sequence[int], size: int = 500) -> Iterator[list[int]]:
+    """`ids` in lists of at most `size` (SQLite limits the variables of one statement)."""
+    ids = list(ids)
+    for i in range(0, len(ids), size):
+        yield ids[i : i + size]
+
+
 class SqliteStore:
     """All reads and writes of one index file."""
 
@@ -203,6 +219,9 @@ class SqliteStore:
         self.conn = connect(path, readonly=readonly)
         self.vectors = VectorBlocks(self.conn)
         self._check_schema()
+        if not readonly:  # only now: never switch someone else's database to WAL
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
         self._tokenizer = None
         self._packer: TextPacker | None = None
         self._df_cache: dict[str, int] = {}
@@ -283,6 +302,10 @@ class SqliteStore:
             r[1]: FileState(*r)
             for r in self.conn.execute("SELECT id, path, mtime_ns, size, hash FROM files")
         }
+
+    def file_tags(self) -> dict[str, tuple[str, ...]]:
+        """Each indexed note's tags."""
+        return {path: tuple(t for t in tags.split("\x1f") if t) for path, tags in self.conn.execute("SELECT path, tags FROM files")}
 
     def touch_file(self, file_id: int, mtime_ns: int, size: int) -> None:
         self.conn.execute("UPDATE files SET mtime_ns=?, size=? WHERE id=?", (mtime_ns, size, file_id))
@@ -419,10 +442,11 @@ class SqliteStore:
 
     def chunk_files(self, ids: Sequence[int]) -> dict[int, int]:
         """chunk id -> file id, for grouping results by note."""
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        return dict(self.conn.execute(f"SELECT id, file_id FROM chunks WHERE id IN ({marks})", list(ids)))
+        out: dict[int, int] = {}
+        for part in _slices(ids):
+            marks = ",".join("?" * len(part))
+            out.update(self.conn.execute(f"SELECT id, file_id FROM chunks WHERE id IN ({marks})", part))
+        return out
 
     def vocabulary_table(self) -> str:
         """The name of a virtual table of (term, doc): every indexed term and how many chunks hold it."""
@@ -511,15 +535,16 @@ class SqliteStore:
         return int(self.conn.data_version())
 
     def fetch_chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        sql = (
-            "SELECT c.id, f.path, c.section, f.heading_context, c.body, c.start_line FROM chunks c "
-            f"JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})"
-        )
         packer = self.packer()
-        return {r[0]: ChunkRow(r[0], r[1], r[2], r[3], packer.unpack(r[4]), r[5]) for r in self.conn.execute(sql, list(ids))}
+        out: dict[int, ChunkRow] = {}
+        for part in _slices(ids):
+            marks = ",".join("?" * len(part))
+            sql = (
+                "SELECT c.id, f.path, c.section, f.heading_context, c.body, c.start_line FROM chunks c "
+                f"JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})"
+            )
+            out.update({r[0]: ChunkRow(r[0], r[1], r[2], r[3], packer.unpack(r[4]), r[5]) for r in self.conn.execute(sql, part)})
+        return out
 
     # -- text compression -----------------------------------------------------------------
 
