@@ -262,6 +262,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         vector_ok, vector_reason = False, str(exc).splitlines()[0]
     if vector_ok and counts["vectors"] == 0 and counts["chunks"] > 0:
         vector_ok, vector_reason = False, "the index holds no vectors; run `vaultseek index --full`"
+    elif vector_ok and counts["vectors"] < counts["chunks"]:
+        log.warning("%d chunks have no vector (the model failed during an index run): run `vaultseek index --full`", counts["chunks"] - counts["vectors"])
     last = store.get_meta("last_indexed_at")
     reasons = store.excluded().values()
     sensitive = sum(1 for r in reasons if r.startswith(("private folder", "marked private")))
