@@ -640,23 +640,10 @@ def ask_server(address: Path, event_name: str, query: str, max_tokens: int) -> s
 
 def start_server(db_path: Path, address: Path) -> None:
     """Start the resident process for this index in the background, detached from this one."""
-    import subprocess
+    from .detached import start_detached
 
     marker = address.with_name(address.name + ".started")
-    try:
-        if time.time() - marker.stat().st_mtime < SERVER_START_BACKOFF_SECONDS:
-            return
-    except OSError:
-        pass
-    try:
-        marker.touch()
-        subprocess.Popen(
-            [sys.executable, "-m", "vaultseek", "hook", "serve", "--db", str(db_path.resolve())],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
-        )
-    except OSError as exc:
-        log.debug("could not start the resident process: %s", exc)
+    start_detached(["hook", "serve", "--db", str(db_path.resolve())], marker, SERVER_START_BACKOFF_SECONDS)
 
 
 def _index_identity(db_path: Path) -> tuple[object, ...]:

@@ -355,25 +355,10 @@ def _body_of(path: Path) -> str:
 
 def refresh_in_background(db_path: Path) -> None:
     """Start `vaultseek add --refresh` for this index, detached (at most once an hour)."""
-    import subprocess
-    import sys
+    from .detached import start_detached
 
     sources = Sources(db_path)
-    marker = sources.root / ".refresh-started"
-    try:
-        if time.time() - marker.stat().st_mtime < USE_MARK_SECONDS:
-            return
-    except OSError:
-        pass
-    try:
-        marker.touch()
-        subprocess.Popen(
-            [sys.executable, "-m", "vaultseek", "add", "--refresh", "--db", str(db_path.resolve())],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
-        )
-    except OSError as exc:
-        log.debug("could not start a sources refresh: %s", exc)
+    start_detached(["add", "--refresh", "--db", str(db_path.resolve())], sources.root / ".refresh-started", USE_MARK_SECONDS)
 
 
 # -- searching the sources alongside the vault -----------------------------------------------------
