@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .markdown import HEADING_RE, iter_body_lines
-from .types import SKIP_SECTIONS, Chunk, ChunkingParams, Note
+from .types import Chunk, ChunkingParams, Note
 
 @dataclass
 class _Block:

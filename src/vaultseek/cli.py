@@ -384,7 +384,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 print(f"    {hit.snippet[:160]}")
     finally:
         store.close()
-    print(f"\nnext: vaultseek index PATH/TO/YOUR/VAULT, then vaultseek search --vault PATH/TO/YOUR/VAULT \"your words\"")
+    print("\nnext: vaultseek index PATH/TO/YOUR/VAULT, then vaultseek search --vault PATH/TO/YOUR/VAULT \"your words\"")
     return 0
 
 

@@ -663,7 +663,6 @@ def explain(searcher: Searcher, vault: Path | None, query: str, note: str, confi
         for word in content:
             hits = [i for i, _ in store.bm25(quote_term(word), total)]
             ex.terms[word] = {"in_note": bool(mine.intersection(hits)), "chunks": len(hits)}
-    semantic: list[int] = []
     scored: list[tuple[int, float]] = []
     if mode in ("hybrid", "vector"):
         try:
@@ -671,7 +670,6 @@ def explain(searcher: Searcher, vault: Path | None, query: str, note: str, confi
         except EmbedderUnavailable as exc:
             ex.reasons.append(f"vector search unavailable: {str(exc).splitlines()[0]}")
             scored = []
-        semantic = [i for i, _ in scored]
         for r, (i, s) in enumerate(scored, start=1):
             if i in mine:
                 ex.vector_rank, ex.vector_score = r, round(s, 4)

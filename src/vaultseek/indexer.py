@@ -12,7 +12,6 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable

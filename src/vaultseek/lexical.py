@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .query import STOPWORDS, Query, all_of, any_of, is_cjk, lexical_phrases, phrase_expr, quote_term
+from .query import STOPWORDS, Query, is_cjk, lexical_phrases, phrase_expr, quote_term
 from .snippet import term_pattern
 from .store.sqlite import SqliteStore
 
