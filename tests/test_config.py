@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from vaultseek import indexer as indexer_module
-from vaultseek.config import Config, IndexSettings, load_config
+from vaultseek.config import IndexSettings, load_config
 from vaultseek.errors import UsageError
 from vaultseek.scan import exclusion_reason, scan_vault
 
