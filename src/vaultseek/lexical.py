@@ -124,11 +124,11 @@ class Lexical:
         version = self.store.data_version()
         if version == self._trigram_version:
             return
-        self.store.vocabulary_table()
+        vocab = self.store.vocabulary_table()
         conn = self.store.conn
         conn.execute("DROP TABLE IF EXISTS temp.vocab_trigrams")
         conn.execute("CREATE VIRTUAL TABLE temp.vocab_trigrams USING fts5(term, df UNINDEXED, tokenize='trigram')")
-        conn.execute("INSERT INTO temp.vocab_trigrams(term, df) SELECT term, doc FROM temp.chunks_vocab WHERE length(term) >= 3")
+        conn.execute(f"INSERT INTO temp.vocab_trigrams(term, df) SELECT term, doc FROM {vocab} WHERE length(term) >= 3")
         self._trigram_version = version
 
     # -- running --------------------------------------------------------------------------

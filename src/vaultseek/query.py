@@ -68,11 +68,6 @@ def any_of(phrases: list[str]) -> str:
     return " OR ".join(quote_term(p) for p in phrases)
 
 
-def all_of(phrases: list[str]) -> str:
-    """FTS5 expression: chunks holding every one of the phrases."""
-    return " AND ".join(quote_term(p) for p in phrases)
-
-
 def fts_match(text: str) -> str | None:
     """An FTS5 expression that ranks chunks holding any of the query's words; None if no words."""
     phrases = lexical_phrases(text)

@@ -39,7 +39,6 @@ class SearchResult:
     hits: list[Hit]
     warnings: list[str] = field(default_factory=list)
     corrections: dict[str, str] = field(default_factory=dict)  # typed word -> word searched instead
-    expansions: dict[str, list[str]] = field(default_factory=dict)  # partial word -> indexed words
     terms: list[str] = field(default_factory=list)  # words to highlight
 
     def as_json(self) -> dict[str, object]:
@@ -276,7 +275,7 @@ class Searcher:
         corrections = {w: self._surface(stem, hits) for w, stem in ranking.plan.corrections.items()}
         return SearchResult(
             query=query, mode=ranking.mode, hits=hits, warnings=ranking.warnings, corrections=corrections,
-            expansions=ranking.plan.alternatives, terms=terms,
+            terms=terms,
         )
 
     def _highlight_terms(self, parsed: Query, plan: Plan) -> list[str]:

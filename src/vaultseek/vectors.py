@@ -38,11 +38,6 @@ class VectorIndex:
             # Sign bits, stored word-major so each XOR/popcount pass runs over contiguous memory.
             self.bits = np.ascontiguousarray((bits if bits is not None else sign_bits(q)).T)
 
-    @property
-    def reads_store(self) -> bool:
-        """Whether the next search reads rows from the database (so it must run on the store's thread)."""
-        return self.exact is None and self.q is None
-
     def search(self, query: np.ndarray, limit: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Top `limit` (chunk id, cosine) pairs, best first. `allowed` is an optional boolean mask over rows."""
         if self.size == 0 or limit <= 0 or not np.any(query):

@@ -440,14 +440,6 @@ class SqliteStore:
         rows = self.conn.execute(f"SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE {where[0]}", where[1]).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
-    def chunk_files(self, ids: Sequence[int]) -> dict[int, int]:
-        """chunk id -> file id, for grouping results by note."""
-        out: dict[int, int] = {}
-        for part in _slices(ids):
-            marks = ",".join("?" * len(part))
-            out.update(self.conn.execute(f"SELECT id, file_id FROM chunks WHERE id IN ({marks})", part))
-        return out
-
     def vocabulary_table(self) -> str:
         """The name of a virtual table of (term, doc): every indexed term and how many chunks hold it."""
         self._ensure_vocab()
