@@ -322,6 +322,23 @@ def test_self_test_queries_skip_ambiguous_texts() -> None:
     assert "Usage" not in texts and "Related" not in texts  # shared by two notes / not indexed
 
 
+def test_self_test_variants_misspell_and_cut_titles() -> None:
+    from vaultseek.evaluate import title_variants
+
+    assert title_variants("Bookmarks") == {"typo": "Bookmraks", "partial": "Bookm"}
+    v = title_variants("Properties view")
+    assert v["partial"] == "Proper" and v["typo"] != "Properties view" and v["typo"].endswith(" view")
+    assert sorted(v["typo"].lower()) == sorted("properties view")  # two letters swapped, nothing lost
+    assert title_variants("Canvas") == {"typo": title_variants("Canvas")["typo"]}  # too short to cut
+    assert title_variants("A to B") == {} and title_variants("数据库") == {}
+    assert title_variants("Interpreter") == title_variants("Interpreter")  # deterministic
+    notes = [parse_note("a.md", "# Bookmarks\n\ntext"), parse_note("b.md", "# Graph view\n\ntext")]
+    ds = self_test_dataset(notes, variants=True)
+    by_text = {ds.queries[q]: ds.types[q] for q in ds.queries}
+    assert by_text["Bookmraks"] == "typo" and by_text["Bookm"] == "partial" and by_text["Bookmarks"] == "title"
+    assert not any(t in ("typo", "partial") for t in self_test_dataset(notes).types.values())
+
+
 def test_self_test_cli_writes_a_reusable_dataset(vault: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "selftest"
     assert run_cli(["eval", "--self-test", "--vault", str(vault), "--write", str(out), "--json"]) == 0
@@ -332,6 +349,14 @@ def test_self_test_cli_writes_a_reusable_dataset(vault: Path, tmp_path: Path, ca
     assert not any("Diary" in next(iter(q)) for q in written.qrels.values())  # private notes are never answers
     assert run_cli(["eval", str(out), "--vault", str(vault), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["queries"] == data["queries"]
+
+
+def test_self_test_cli_variants(vault: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "i.db"
+    assert run_cli(["eval", "--self-test", "--variants", "--vault", str(vault), "--db", str(db), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"title", "typo", "partial"} <= set(data["by_type"])
+    assert data["by_type"]["typo"]["recall@10"] >= 0.8  # misspelt titles are still found
 
 
 def test_eval_without_typo_correction(vault: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -179,7 +179,7 @@ def _open_for_read(args: argparse.Namespace):
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from .config import load_config
+    from .config import load_config, with_rerank
     from .search import Searcher
 
     query = " ".join(args.query)
@@ -191,7 +191,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         if value is not None and not _DATE_RE.fullmatch(value):
             raise UsageError(f"{flag} needs a date like 2025-01-31, not {value!r}")
     filters = Filters(tuple(args.tag or ()), tuple(p.lstrip("/") for p in args.path or ()), tuple(args.type or ()), args.after, args.before)
-    searcher = Searcher(store, config.search)
+    searcher = Searcher(store, with_rerank(config.search, args.rerank))
     result = searcher.search(
         query, k=args.k, mode=args.mode, max_tokens=args.max_tokens, filters=filters,
         fix_typos=config.search.fix_typos and not args.no_correct,
@@ -399,7 +399,7 @@ def _add_location(p: argparse.ArgumentParser) -> None:
 
 # Commands defined in other modules, imported only when they are asked for (or for --help), so a
 # one-off search or a hook does not pay for importing them.
-EXTENSIONS = {"eval": "evaluate", "explain": "evaluate", "hook": "agents_cli", "mcp": "agents_cli", "add": "agents_cli"}
+EXTENSIONS = {"eval": "evaluate", "explain": "evaluate", "hook": "agents_cli", "mcp": "agents_cli", "add": "agents_cli", "fetch-reranker": "fetch_reranker"}
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -430,6 +430,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--after", help="only notes dated on or after YYYY-MM-DD (front-matter date, else modification time)")
     p.add_argument("--before", help="only notes dated before YYYY-MM-DD")
     p.add_argument("--no-correct", action="store_true", help="search words as typed, without typo correction")
+    p.add_argument("--rerank", action="store_true", help="rescore the top results with a transformer model (all-MiniLM-L6-v2 unless search.rerank names one; slower, see docs/evaluation.md)")
     p.add_argument("--config", help="config file")
     p.set_defaults(func=cmd_search)
 

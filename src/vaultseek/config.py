@@ -54,15 +54,22 @@ class SearchSettings:
     link_weight: float = 0.0  # boost notes with many backlinks ([[links]] from other notes); 0 = off
     recency_weight: float = 0.0  # share of the score that decays with the note's age; 0 = off
     recency_half_life_days: float = 180.0  # age at which the decaying share is halved
+    rerank: str = ""  # second-stage model ("all-MiniLM-L6-v2" or a folder); "" = off (see rerank.py)
+    rerank_depth: int = 30  # how many of the fused results the reranker rescores
+    rerank_weight: float = 0.5  # the reranker's share of a rescored result's score
+    rerank_min_words: int = 3  # rerank only queries of at least this many words (and see rank.reranks)
+    rerank_tokens: int = 256  # tokens of each chunk the reranker reads (128: 2.3x faster, see docs/evaluation.md)
 
     def __post_init__(self) -> None:
         if self.fusion not in ("convex", "rrf"):
             raise UsageError(f"config: search.fusion must be \"convex\" or \"rrf\", not {self.fusion!r}")
         if self.bm25_weight < 0 or self.vector_weight < 0 or self.candidates < 1:
             raise UsageError("config: search.bm25_weight and search.vector_weight must be >= 0, search.candidates >= 1")
-        for name in ("keyword_bm25_weight", "short_chunk_penalty", "recency_weight", "proximity"):
+        for name in ("keyword_bm25_weight", "short_chunk_penalty", "recency_weight", "proximity", "rerank_weight"):
             if not 0 <= getattr(self, name) <= 1:
                 raise UsageError(f"config: search.{name} must be between 0 (off) and 1")
+        if self.rerank_depth < 1 or self.rerank_min_words < 0 or self.rerank_tokens < 16:
+            raise UsageError("config: search.rerank_depth must be at least 1, search.rerank_min_words at least 0, search.rerank_tokens at least 16")
         if self.link_weight < 0 or self.recency_half_life_days <= 0:
             raise UsageError("config: search.link_weight must be >= 0 and search.recency_half_life_days > 0")
 
@@ -91,6 +98,9 @@ def _section(cls: type, raw: Any, name: str) -> Any:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise UsageError(f"config: {name}.{key} must be a list of strings")
             value = tuple(value)
+        elif isinstance(default, str):
+            if not isinstance(value, str):
+                raise UsageError(f"config: {name}.{key} must be a string")
         elif isinstance(default, bool):
             if not isinstance(value, bool):
                 raise UsageError(f"config: {name}.{key} must be true or false")
@@ -143,6 +153,15 @@ def load_config(vault: Path | None, path: Path | None = None) -> Config:
         model=model_name,
         source=path,
     )
+
+
+def with_rerank(settings: SearchSettings, flag: bool) -> SearchSettings:
+    """The settings with reranking on when `--rerank` was given: the configured model, else the default."""
+    if not flag or settings.rerank:
+        return settings
+    from .rerank import DEFAULT_RERANKER
+
+    return replace(settings, rerank=DEFAULT_RERANKER)
 
 
 def default_db_path(vault: Path) -> Path:

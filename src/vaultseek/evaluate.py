@@ -471,9 +471,13 @@ def note_headings(note: Note) -> list[str]:
     return out
 
 
-def self_test_dataset(notes: Iterable[Note], skip_sections: Sequence[str] = (), headings_per_note: int = 2, limit: int | None = 1000) -> Dataset:
+def self_test_dataset(
+    notes: Iterable[Note], skip_sections: Sequence[str] = (), headings_per_note: int = 2, limit: int | None = 1000, variants: bool = False
+) -> Dataset:
     """Known-item queries from the notes themselves: each title, alias and (up to
-    `headings_per_note`) headings, the note being the one right answer.
+    `headings_per_note`) headings, the note being the one right answer. With `variants`, each
+    title also gives a misspelt query (type `typo`) and one with its longest word cut short
+    (type `partial`), as `title_variants` makes them.
 
     A text that names more than one note (two notes share a heading such as "Usage") has no single
     answer and is left out, as are texts without a word longer than two characters. With more
@@ -485,6 +489,8 @@ def self_test_dataset(notes: Iterable[Note], skip_sections: Sequence[str] = (), 
     candidates: list[tuple[str, str, str]] = []  # (type, text, path)
     for note in notes:
         candidates.append(("title", note.title, note.path))
+        if variants:
+            candidates.extend((kind, text, note.path) for kind, text in title_variants(note.title).items())
         candidates.extend(("alias", a, note.path) for a in note.aliases)
         skip = {s.lower() for s in skip_sections}
         seen = {note.title.lower(), *(a.lower() for a in note.aliases)}
@@ -514,6 +520,38 @@ def self_test_dataset(notes: Iterable[Note], skip_sections: Sequence[str] = (), 
         keep = sorted(queries, key=lambda q: _digest(q))[:limit]
         queries = {q: queries[q] for q in sorted(keep)}
     return Dataset("self-test", queries, {q: qrels[q] for q in queries}, {q: types[q] for q in queries})
+
+
+_WORD_RE = re.compile(r"[A-Za-z]+")
+
+
+def title_variants(title: str) -> dict[str, str]:
+    """A misspelt and a cut-short form of a title, as people type them. Pure and deterministic.
+
+    - typo: two neighbouring letters of the title's longest word (of 5+ letters) swapped, at a
+      position picked by a hash of the title (`Bookmarks` -> `Bookmraks`);
+    - partial: the longest word (of 7+ letters) cut to 60% of its letters, at least 4, and the
+      words after it dropped, as a query typed mid-word (`Properties view` -> `Proper`).
+    Titles without such a word give no variant of that kind.
+    """
+    out: dict[str, str] = {}
+    words = list(_WORD_RE.finditer(title))
+    if not words:
+        return out
+    longest = max(words, key=lambda m: (len(m.group()), -m.start()))
+    word = longest.group()
+    if len(word) >= 5:
+        seed = int(_digest(title, 4), 16)
+        for step in range(len(word) - 1):
+            i = 1 + (seed + step) % (len(word) - 2)  # never the first letter: people rarely miss it
+            if word[i].lower() != word[i + 1].lower():
+                typo = word[:i] + word[i + 1] + word[i] + word[i + 2 :]
+                out["typo"] = title[: longest.start()] + typo + title[longest.end() :]
+                break
+    if len(word) >= 7:
+        cut = max(4, round(len(word) * 0.6))
+        out["partial"] = (title[: longest.start()] + word[:cut]).strip()
+    return out
 
 
 def read_indexed_notes(vault: Path, paths: Iterable[str], config: Config) -> list[Note]:
@@ -766,7 +804,7 @@ def _print_comparison(c: Comparison, name: str) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from .cli import Progress, emit_json, open_store, resolve_paths, stored_vault
-    from .config import Config, load_config
+    from .config import Config, load_config, with_rerank
     from .search import Searcher
 
     if args.k < 1 or args.k > DEPTH:
@@ -812,7 +850,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         to_id = lambda p: p  # noqa: E731 - corpus ids are note paths
         if ds is None:
             notes_read = read_indexed_notes(vault, store.file_states(), config)
-            ds = self_test_dataset(notes_read, config.chunking.skip_sections, limit=args.limit or None)
+            ds = self_test_dataset(notes_read, config.chunking.skip_sections, limit=args.limit or None, variants=args.variants)
             cache = eval_cache(vault)
             if not ds.queries:
                 raise UsageError(f"no self-test queries could be made from {vault}", hint="the vault needs notes with distinct titles or headings")
@@ -820,7 +858,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 write_dataset(ds, Path(args.write).expanduser())
                 log.info("wrote %d queries to %s (run them again with: vaultseek eval %s --vault %s)", len(ds.queries), args.write, args.write, vault)
     try:
-        searcher = Searcher(store, config.search)
+        searcher = Searcher(store, with_rerank(config.search, args.rerank))
         started = time.perf_counter()
         results = run_dataset(searcher, ds, args.mode, to_id, k=args.k, fix_typos=False if args.no_correct else None)
         search_seconds = time.perf_counter() - started
@@ -897,7 +935,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save", metavar="NAME", help="keep this run's per-query results under NAME")
     p.add_argument("--compare", metavar="NAME", help="show per-query wins and losses against the saved run NAME")
     p.add_argument("--no-correct", action="store_true", help="search misspelt words as typed (no typo correction), as `search --no-correct`")
+    p.add_argument("--rerank", action="store_true", help="rescore the top results with the reranking model, as `search --rerank`")
     p.add_argument("--write", metavar="DIR", help="with --self-test: write the generated queries as a dataset folder")
+    p.add_argument("--variants", action="store_true", help="with --self-test: also a misspelt (typo) and a cut-short (partial) form of each title")
     p.add_argument("--limit", type=int, default=1000, help="with --self-test: at most this many queries (0: all; default 1000)")
     p.add_argument("--config", help="config file")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log indexing decisions to stderr")

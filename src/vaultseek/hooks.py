@@ -28,6 +28,7 @@ import os
 import re
 import time
 import unicodedata
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -517,7 +518,9 @@ class HookSearch:
         try:
             root = self.store.get_meta("vault_root")
             settings = load_config(Path(root) if root and Path(root).is_dir() else None).search
-            self.searcher = Searcher(self.store, settings)
+            # The reranker costs seconds a prompt on a laptop CPU, beyond what a hook that runs
+            # before every prompt can spend, so it is left out here whatever the config says.
+            self.searcher = Searcher(self.store, replace(settings, rerank=""))
         except BaseException:
             self.store.close()
             raise

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 import numpy as np
 
 from .fusion import Fused
+from .query import CJK_RUN_RE, query_terms
 
 if TYPE_CHECKING:
     from .config import SearchSettings
@@ -142,6 +143,14 @@ def fusion_weights(settings: SearchSettings, text: str) -> tuple[float, float]:
         total = settings.bm25_weight + settings.vector_weight
         return settings.keyword_bm25_weight * total, (1.0 - settings.keyword_bm25_weight) * total
     return settings.bm25_weight, settings.vector_weight
+
+
+def reranks(text: str, min_words: int) -> bool:
+    """Whether the reranker should read this query: a phrase of at least `min_words` words (on
+    one or two words, often a name, a fragment or a misspelling, it lowered the golden set's typo
+    and partial queries), without CJK (the default model, all-MiniLM-L6-v2, reads English). Pure."""
+    words = query_terms(text)
+    return len(words) >= max(min_words, 1) and not any(CJK_RUN_RE.search(w) for w in words)
 
 
 def prior_names(settings: SearchSettings) -> tuple[str, ...]:

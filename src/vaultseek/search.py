@@ -19,7 +19,8 @@ from .errors import EmbedderUnavailable, UsageError
 from .fusion import Fused, fuse
 from .lexical import Lexical, Plan
 from .query import Filters, Query, parse_query, query_terms
-from .rank import NoteFacts, apply_priors, factors, fusion_weights, load_facts, prior_names
+from .rank import NoteFacts, apply_priors, factors, fusion_weights, load_facts, prior_names, reranks
+from .rerank import Reranker, load_reranker, rerank_text
 from .snippet import highlight_spans, make_snippet
 from .store.sqlite import SqliteStore
 from .types import Hit
@@ -95,6 +96,7 @@ class Searcher:
         self.vector_error: str | None = None
         self._facts: NoteFacts | None = None
         self._facts_version: int | None = None
+        self._reranker: Reranker | None = None
 
     # -- the two lists --------------------------------------------------------------------
 
@@ -225,6 +227,10 @@ class Searcher:
             if multipliers:
                 fused = apply_priors(fused, multipliers)
                 names = names + tuple(multipliers)
+            if settings.rerank and fused and reranks(parsed.text, settings.rerank_min_words):
+                reranked = self._rerank(parsed.text, fused, warnings)
+                if reranked is not None:
+                    fused, names = reranked, names + ("rerank",)
             if per_note and facts is not None:
                 files = facts.note_of([x.id for x in fused])  # type: ignore[misc]
                 per_file: dict[int, int] = {}
@@ -241,6 +247,39 @@ class Searcher:
                 break
             n = min(n * 4, MAX_DEPTH)
         return Ranking(parsed, plan, mode, names, fused[:k], warnings)
+
+    def reranker(self) -> Reranker:
+        """The second-stage model of `settings.rerank`. Raises EmbedderUnavailable."""
+        if self._reranker is None:
+            self._reranker = load_reranker(self.settings.rerank, self.settings.rerank_tokens)
+        return self._reranker
+
+    def _rerank(self, text: str, fused: list[Fused], warnings: list[str]) -> list[Fused] | None:
+        """The fused list with its top `rerank_depth` rescored by the reranker, or None (and a
+        warning) when the model is unavailable. A rescored result scores
+        (1 - w) * fused / best fused + w * (its similarity, min-max scaled over the rescored ones);
+        the rest keep (1 - w) * fused / best fused, below every rescored one."""
+        try:
+            reranker = self.reranker()
+        except EmbedderUnavailable as exc:
+            hint = f"; {exc.hint}" if exc.hint else ""
+            warnings.append(f"reranking unavailable ({str(exc).splitlines()[0]}); results are in fused order{hint}")
+            return None
+        w = self.settings.rerank_weight
+        top = fused[: self.settings.rerank_depth]
+        rows = self.store.fetch_chunks([x.id for x in top])  # type: ignore[misc]
+        scored = [x for x in top if x.id in rows]
+        sims = reranker.similarities(text, [(x.id, rerank_text(rows[x.id])) for x in scored])  # type: ignore[index]
+        lo, hi = (float(sims.min()), float(sims.max())) if len(sims) else (0.0, 0.0)
+        bonus = {x.id: (w * (float(s) - lo) / (hi - lo) if hi > lo else w) for x, s in zip(scored, sims)}
+        best = max(fused[0].score, 1e-12)
+        scale = (1 - w) / best
+        out = []
+        for x in fused:
+            terms = tuple(t * scale for t in x.terms) + (bonus.get(x.id, 0.0),)
+            out.append(Fused(x.id, sum(terms), x.ranks, terms))
+        out.sort(key=lambda x: -x.score)  # stable: ties keep the fused order
+        return out
 
     def search(
         self,
