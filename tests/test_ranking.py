@@ -13,7 +13,7 @@ from vaultseek.errors import UsageError
 from vaultseek.evaluate import load_dataset, run_dataset, summarize
 from vaultseek.fusion import Fused
 from vaultseek.indexer import Indexer
-from vaultseek.rank import NoteFacts, apply_priors, backlink_counts, factors, prior_names
+from vaultseek.rank import NoteFacts, apply_priors, backlink_counts, factors, note_support, prior_names
 from vaultseek.search import Searcher
 from vaultseek.store.sqlite import SqliteStore
 
@@ -34,7 +34,7 @@ def test_default_is_convex_fusion_and_terms_add_up(sample: Searcher) -> None:
     assert SearchSettings().fusion == "convex"
     for hit in result.hits:
         assert sum(hit.terms.values()) == pytest.approx(hit.score)
-        assert set(hit.terms) <= {"bm25", "vector", "short", "links", "recency"}
+        assert set(hit.terms) <= {"bm25", "vector", "short", "links", "recency", "support"}
     top = result.hits[0]
     assert top.bm25_rank is not None and top.vec_rank is not None
     assert 0 < top.terms["bm25"] <= 0.7 and 0 < top.terms["vector"] <= 0.3  # weight x normalised score
@@ -42,7 +42,7 @@ def test_default_is_convex_fusion_and_terms_add_up(sample: Searcher) -> None:
 
 def test_rrf_stays_selectable(index) -> None:
     _, store = index()
-    settings = SearchSettings(fusion="rrf", bm25_weight=1.0, vector_weight=1.0, short_chunk_penalty=0.0)
+    settings = SearchSettings(fusion="rrf", bm25_weight=1.0, vector_weight=1.0, short_chunk_penalty=0.0, note_support=0.0)
     top = Searcher(store, settings).search("refresh token rotation").hits[0]
     assert top.score == pytest.approx(1 / (60 + top.bm25_rank) + 1 / (60 + top.vec_rank))  # type: ignore[operator]
 
@@ -67,7 +67,7 @@ def test_single_list_modes_are_not_weighted(sample: Searcher) -> None:
     hits = sample.search("sourdough", mode="bm25").hits
     best = next(h for h in hits if h.bm25_rank == 1)
     assert best.terms["bm25"] == pytest.approx(1.0)  # the best BM25 result, weight 1 when alone
-    assert set(best.terms) == {"bm25", "short"}
+    assert set(best.terms) == {"bm25", "short", "support"}
 
 
 def write(root: Path, rel: str, text: str) -> None:
@@ -156,6 +156,34 @@ def test_apply_priors_reorders_and_keeps_terms_additive() -> None:
         assert len(x.terms) == 4 and sum(x.terms) == pytest.approx(x.score)
     assert out[1].score == pytest.approx(0.45) and out[0].score == pytest.approx(0.88)
     assert apply_priors(fused, {}) is fused
+
+
+def test_note_support_lifts_a_note_with_a_second_matching_section() -> None:
+    # note 10: one strong section; note 20: two good ones; chunk 5 is deeper than the cut in both lists.
+    fused = [
+        Fused(1, 0.80, (1, 3), (0.6, 0.2)),
+        Fused(2, 0.75, (2, None), (0.6, 0.15)),
+        Fused(3, 0.70, (None, 1), (0.4, 0.3)),
+        Fused(4, 0.30, (5, 9), (0.2, 0.1)),
+        Fused(5, 0.29, (40, 45), (0.2, 0.09)),
+    ]
+    notes = [10, 20, 20, None, 20]
+    out = note_support(fused, notes, 0.2, max_rank=30)
+    assert [x.id for x in out] == [2, 3, 1, 4, 5]  # 0.75 + 0.2 * 0.70 = 0.89 beats 0.80
+    by_id = {x.id: x for x in out}
+    assert by_id[2].score == pytest.approx(0.89) and by_id[3].score == pytest.approx(0.70 + 0.2 * 0.75)
+    assert by_id[1].score == pytest.approx(0.80) and by_id[4].score == pytest.approx(0.30)  # alone in its note / no note
+    assert by_id[5].score == pytest.approx(0.29)  # beyond the cut: neither gives nor gets support
+    assert all(sum(x.terms) == pytest.approx(x.score) and len(x.terms) == 3 for x in out)
+    assert note_support(fused, notes, 0.0, 30) is fused
+
+
+def test_note_support_keeps_eval_depth_equal_to_search(sample: Searcher) -> None:
+    """`eval` reads the lists 300 deep; the support prior must not let that change the top ten."""
+    for query in ("token rotation", "bread", "how do I renew an access token"):
+        shallow = [x.id for x in sample.rank(query, k=10, per_note=0).fused]
+        deep = [x.id for x in sample.rank(query, k=300, per_note=0).fused][: len(shallow)]
+        assert deep == shallow
 
 
 # -- the sample vault's golden set: a regression check ---------------------------------------------------

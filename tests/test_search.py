@@ -36,7 +36,7 @@ def test_known_answers_rank_first(searcher, query, expected):
 
 def test_hybrid_fuses_both_lists(index):
     _, store = index()
-    rrf = SearchSettings(fusion="rrf", bm25_weight=1.0, vector_weight=1.0, short_chunk_penalty=0.0)
+    rrf = SearchSettings(fusion="rrf", bm25_weight=1.0, vector_weight=1.0, short_chunk_penalty=0.0, note_support=0.0)
     result = Searcher(store, rrf).search("refresh token rotation")
     top = result.hits[0]
     assert top.bm25_rank is not None and top.vec_rank is not None

@@ -51,6 +51,7 @@ class SearchSettings:
     proximity: float = 0.0  # BM25 boost for chunks where the query's words occur close together (0 = off)
     short_chunk_chars: int = 200  # chunks shorter than this lose up to `short_chunk_penalty` of their score
     short_chunk_penalty: float = 0.5  # 0 turns the short-chunk penalty off
+    note_support: float = 0.2  # a result gains this share of the score of its note's best other chunk (0 = off)
     link_weight: float = 0.0  # boost notes with many backlinks ([[links]] from other notes); 0 = off
     recency_weight: float = 0.0  # share of the score that decays with the note's age; 0 = off
     recency_half_life_days: float = 180.0  # age at which the decaying share is halved
@@ -65,7 +66,7 @@ class SearchSettings:
             raise UsageError(f"config: search.fusion must be \"convex\" or \"rrf\", not {self.fusion!r}")
         if self.bm25_weight < 0 or self.vector_weight < 0 or self.candidates < 1:
             raise UsageError("config: search.bm25_weight and search.vector_weight must be >= 0, search.candidates >= 1")
-        for name in ("keyword_bm25_weight", "short_chunk_penalty", "recency_weight", "proximity", "rerank_weight"):
+        for name in ("keyword_bm25_weight", "short_chunk_penalty", "recency_weight", "proximity", "rerank_weight", "note_support"):
             if not 0 <= getattr(self, name) <= 1:
                 raise UsageError(f"config: search.{name} must be between 0 (off) and 1")
         if self.rerank_depth < 1 or self.rerank_min_words < 0 or self.rerank_tokens < 16:

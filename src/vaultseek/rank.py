@@ -194,6 +194,31 @@ def factors(facts: NoteFacts, ids: Sequence[int], settings: SearchSettings, now:
     return out
 
 
+def note_support(fused: list[Fused], notes: Sequence[int | None], weight: float, max_rank: int) -> list[Fused]:
+    """Each result gains `weight` × the score of the best other chunk of its note, and the list is
+    re-sorted: of two notes whose best sections score alike, the one with a second matching section
+    is the likelier answer. Pure.
+
+    Only results within the first `max_rank` of some list take part (give or get support), so a
+    list read deeper (`eval` asks for 300) ranks its top exactly as a `-k 10` search does. The
+    change is reported as one more term, so the terms still add up to the score.
+    """
+    if weight <= 0 or not fused:
+        return fused
+    eligible = [any(r is not None and r <= max_rank for r in x.ranks) for x in fused]
+    top_two: dict[int, list[tuple[object, float]]] = {}
+    for x, note, ok in zip(fused, notes, eligible):  # `fused` is best first
+        if ok and note is not None and len(top_two.setdefault(note, [])) < 2:
+            top_two[note].append((x.id, x.score))
+    out = []
+    for i, (x, note, ok) in enumerate(zip(fused, notes, eligible)):
+        others = [score for cid, score in top_two.get(note, ()) if cid != x.id] if ok and note is not None else []
+        bonus = weight * others[0] if others else 0.0
+        out.append((-(x.score + bonus), i, Fused(x.id, x.score + bonus, x.ranks, x.terms + (bonus,))))
+    out.sort(key=lambda t: t[:2])
+    return [x for _, _, x in out]
+
+
 def apply_priors(fused: list[Fused], multipliers: Mapping[str, np.ndarray]) -> list[Fused]:
     """Multiply each result's score by its priors, one reported term per prior, and re-sort.
 

@@ -19,7 +19,7 @@ from .errors import EmbedderUnavailable, UsageError
 from .fusion import Fused, fuse
 from .lexical import Lexical, Plan
 from .query import Filters, Query, parse_query, query_terms
-from .rank import NoteFacts, apply_priors, factors, fusion_weights, load_facts, prior_names, reranks
+from .rank import NoteFacts, apply_priors, factors, fusion_weights, load_facts, note_support, prior_names, reranks
 from .rerank import Reranker, load_reranker, rerank_text
 from .snippet import highlight_spans, make_snippet
 from .store.sqlite import SqliteStore
@@ -222,11 +222,16 @@ class Searcher:
                 settings.fusion, [scored[name] for name in names], [weights[name] for name in names],
                 rrf_k=settings.rrf_k, floors=[floors[name] for name in names],
             )
-            facts = self.note_facts([x.id for x in fused]) if fused and (per_note or prior_names(settings)) else None  # type: ignore[misc]
+            wants_facts = per_note or prior_names(settings) or settings.note_support > 0
+            facts = self.note_facts([x.id for x in fused]) if fused and wants_facts else None  # type: ignore[misc]
             multipliers = factors(facts, [x.id for x in fused], settings) if facts is not None else {}  # type: ignore[misc]
             if multipliers:
                 fused = apply_priors(fused, multipliers)
                 names = names + tuple(multipliers)
+            if settings.note_support > 0 and facts is not None:
+                notes = facts.note_of([x.id for x in fused])  # type: ignore[misc]
+                fused = note_support(fused, notes, settings.note_support, settings.candidates)
+                names = names + ("support",)
             if settings.rerank and fused and reranks(parsed.text, settings.rerank_min_words):
                 reranked = self._rerank(parsed.text, fused, warnings)
                 if reranked is not None:
