@@ -228,19 +228,19 @@ class Searcher:
             if multipliers:
                 fused = apply_priors(fused, multipliers)
                 names = names + tuple(multipliers)
+            note_of = dict(zip((x.id for x in fused), facts.note_of([x.id for x in fused]))) if facts is not None else {}  # type: ignore[misc]
             if settings.note_support > 0 and facts is not None:
-                notes = facts.note_of([x.id for x in fused])  # type: ignore[misc]
-                fused = note_support(fused, notes, settings.note_support, settings.candidates)
+                fused = note_support(fused, [note_of[x.id] for x in fused], settings.note_support, settings.candidates)
                 names = names + ("support",)
             if settings.rerank and fused and reranks(parsed.text, settings.rerank_min_words):
                 reranked = self._rerank(parsed.text, fused, warnings)
                 if reranked is not None:
                     fused, names = reranked, names + ("rerank",)
             if per_note and facts is not None:
-                files = facts.note_of([x.id for x in fused])  # type: ignore[misc]
                 per_file: dict[int, int] = {}
                 kept = []
-                for x, fid in zip(fused, files):
+                for x in fused:
+                    fid = note_of.get(x.id)
                     if fid is None or per_file.get(fid, 0) >= per_note:
                         continue
                     per_file[fid] = per_file.get(fid, 0) + 1
