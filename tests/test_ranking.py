@@ -216,3 +216,27 @@ def test_keyword_queries_and_their_weights() -> None:
     assert fusion_weights(on, "how do I create a file") == (0.7, 0.3)
     with pytest.raises(UsageError):
         SearchSettings(keyword_bm25_weight=1.5)
+
+
+def test_eval_depth_equals_search_when_bm25_matches_exactly_the_candidates(tmp_path: Path, embedder) -> None:
+    """With exactly 30 BM25 matches, a list read 300 deep must be normalised as the 30-deep one
+    (note support lifts notes by their second section, so a different floor reorders results)."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    for i in range(15):  # 15 notes x 2 sections = 30 chunks that hold the word
+        first = " ".join(["quagga"] * (1 + i % 5)) + f" herd number {i} crossing the plain at dawn."
+        second = "quagga " * (1 + (i * 3) % 4) + f"foals {i} follow their mothers to the river."
+        (vault / f"q{i:02d}.md").write_text(f"# Herd {i}\n\n## Morning\n\n{first}\n\n## Evening\n\n{second}\n", encoding="utf-8")
+    for i in range(20):
+        (vault / f"o{i:02d}.md").write_text(f"# Field {i}\n\nHorses and donkeys in field {i}, with long manes.\n", encoding="utf-8")
+    store = SqliteStore(tmp_path / "i.db")
+    try:
+        Indexer(vault, store, Config(), embedder=embedder).run()
+        searcher = Searcher(store)
+        assert len(searcher.lexical("quagga", 300)) == 30
+        for mode in ("bm25", "hybrid"):
+            shallow = [x.id for x in searcher.rank("quagga", k=10, per_note=0, mode=mode).fused]
+            deep = [x.id for x in searcher.rank("quagga", k=300, per_note=0, mode=mode).fused][:10]
+            assert deep == shallow, mode
+    finally:
+        store.close()

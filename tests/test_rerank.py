@@ -194,3 +194,86 @@ def test_the_claude_code_hook_never_reranks(index, vault: Path, db_path: Path) -
         assert load_config(vault).search.rerank == "all-MiniLM-L6-v2"
     finally:
         hook.store.close()
+
+
+def test_eval_refuses_to_report_reranked_figures_without_the_model(vault: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("VAULTSEEK_CACHE_DIR", str(tmp_path / "empty-cache"))
+    args = ["eval", str(ROOT / "tests" / "golden" / "sample_vault"), "--vault", str(vault), "--db", str(tmp_path / "i.db"), "--json"]
+    assert cli_main([*args, "--rerank"]) == 2
+    assert "cannot evaluate with the reranker" in capsys.readouterr().err
+    assert cli_main(args) == 0
+    assert json.loads(capsys.readouterr().out)["rerank"] is None
+
+
+def test_eval_rerank_reports_the_model(vault: Path, tmp_path: Path, capsys, model_dir: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[search]\nrerank = "{model_dir}"\n', encoding="utf-8")
+    args = ["eval", str(ROOT / "tests" / "golden" / "sample_vault"), "--vault", str(vault), "--db", str(tmp_path / "i.db"), "--json", "--config", str(cfg)]
+    assert cli_main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["rerank"] == str(model_dir) and data["ndcg@10"] >= 0.9
+
+
+def test_a_model_whose_config_does_not_match_its_weights_is_refused(model_dir: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "heads"
+    broken.mkdir()
+    for name in ("model.safetensors", "tokenizer.json"):
+        (broken / name).symlink_to(model_dir / name)
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    (broken / "config.json").write_text(json.dumps({**config, "num_attention_heads": 5}), encoding="utf-8")
+    with pytest.raises(EmbedderUnavailable, match="multiple of num_attention_heads"):
+        load_reranker(str(broken))
+    (broken / "config.json").write_text(json.dumps({**config, "hidden_size": 768, "num_attention_heads": 12}), encoding="utf-8")
+    with pytest.raises(EmbedderUnavailable, match="config.json says"):
+        load_reranker(str(broken))
+
+
+def test_a_model_fetched_after_a_failed_load_is_used(model_dir: Path, tmp_path: Path) -> None:
+    later = tmp_path / "later"
+    later.mkdir()
+    with pytest.raises(EmbedderUnavailable):
+        load_reranker(str(later))
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "sentence_bert_config.json"):
+        (later / name).symlink_to(model_dir / name)
+    assert load_reranker(str(later)).encoder.dim == 384
+
+
+def test_similarities_do_not_depend_on_what_is_cached(model_dir: Path) -> None:
+    reranker = load_reranker(str(model_dir))
+    chunks = [(1, "Refresh tokens are rotated on every use."), (2, "Sourdough needs a long, cold proof."), (3, "Tokens expire after an hour.")]
+    query = "how long does an access token live"
+    reranker._cache.clear()
+    cold = reranker.similarities(query, chunks)
+    warm = reranker.similarities(query, chunks)
+    partly = reranker.similarities(query, chunks[:1] + [(4, "Rotate the signing key yearly.")] + chunks[1:])
+    assert np.array_equal(cold, warm)
+    assert np.array_equal(partly[[0, 2, 3]], cold)
+    assert int(np.argmax(cold)) == 2
+
+
+def test_deeper_lists_rescore_what_a_k10_search_rescores(tmp_path: Path, embedder, model_dir: Path) -> None:
+    """`eval` reads 300 deep; with rerank_depth above the 30 candidates, only results within the
+    first 30 of a list may be rescored, or eval would measure another ranking than search shows."""
+    from vaultseek.indexer import Indexer
+    from vaultseek.store.sqlite import SqliteStore
+
+    vault = tmp_path / "v"
+    vault.mkdir()
+    animals = ["zebra", "gnu", "buffalo", "elephant", "antelope", "giraffe"]
+    for i in range(70):
+        words = " ".join(["herd"] * (1 + i % 4) + ["river"] * (1 + i % 3))
+        (vault / f"n{i:02d}.md").write_text(f"# Note {i}\n\nThe {animals[i % 6]} {words} crossing number {i} near the ford, at dusk.\n", encoding="utf-8")
+    store = SqliteStore(tmp_path / "i.db")
+    try:
+        Indexer(vault, store, Config(), embedder=embedder).run()
+        searcher = _searcher(store, rerank=str(model_dir), rerank_depth=60)
+        query = "a herd crossing the river"
+        assert len(searcher.lexical(query, 300)) > 60
+        shallow = searcher.rank(query, k=10, per_note=0)
+        deep = searcher.rank(query, k=300, per_note=0)
+        assert "rerank" in shallow.names
+        assert [x.id for x in deep.fused][:10] == [x.id for x in shallow.fused]
+        beyond = [x for x in deep.fused if all(r is None or r > 30 for r in x.ranks)]
+        assert beyond and all(x.terms[-1] == 0 for x in beyond)  # never rescored
+    finally:
+        store.close()

@@ -859,6 +859,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 log.info("wrote %d queries to %s (run them again with: vaultseek eval %s --vault %s)", len(ds.queries), args.write, args.write, vault)
     try:
         searcher = Searcher(store, with_rerank(config.search, args.rerank))
+        if searcher.settings.rerank:
+            from .errors import EmbedderUnavailable
+
+            try:
+                searcher.reranker()  # figures "with the reranker" must never be figures without it
+            except EmbedderUnavailable as exc:
+                raise UsageError(f"cannot evaluate with the reranker: {str(exc).splitlines()[0]}", hint=exc.hint) from None
         started = time.perf_counter()
         results = run_dataset(searcher, ds, args.mode, to_id, k=args.k, fix_typos=False if args.no_correct else None)
         search_seconds = time.perf_counter() - started
@@ -869,7 +876,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     finally:
         store.close()
     summary = summarize(results, args.k)
-    info = {"dataset": str(ds.root or "self-test"), "mode": mode, "k": args.k, "summary": summary}
+    rerank = searcher.settings.rerank or None
+    info = {"dataset": str(ds.root or "self-test"), "mode": mode, "rerank": rerank, "k": args.k, "summary": summary}
     comparison = compare_runs(results, load_run(cache, args.compare)["queries"], args.k) if args.compare else None
     if args.save:
         where = save_run(cache, args.save, results, info)
@@ -878,12 +886,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         data = dict(summary)
         data["mode"] = mode
+        data["rerank"] = rerank
         data["seconds"] = timing
         if comparison is not None:
             data["compare"] = {"name": args.compare, **comparison.as_json()}
         emit_json(data)
         return 0
-    _print_summary(summary, args.k, f"{ds.name}: {summary['queries']} queries, mode {mode}, judged per note")
+    _print_summary(summary, args.k, f"{ds.name}: {summary['queries']} queries, mode {mode}{', reranked by ' + rerank if rerank else ''}, judged per note")
     print(f"\nindex {timing['index']:.2f}s (incremental), {len(results)} queries in {timing['search']:.2f}s ({timing['per_query_ms']:.1f} ms each)")
     if comparison is not None:
         _print_comparison(comparison, args.compare)

@@ -80,7 +80,7 @@ class _Layer:
 class BertEncoder:
     """A sentence-transformers BERT model with mean pooling and L2 normalisation, in numpy."""
 
-    def __init__(self, path: str | Path, max_tokens: int | None = None, batch_tokens: int = 4096) -> None:
+    def __init__(self, path: str | Path, max_tokens: int | None = None, batch_tokens: int = 1024) -> None:
         """Read the model folder at `path` (config.json, model.safetensors, tokenizer.json); texts
         are cut at the model's own limit (256 tokens for all-MiniLM-L6-v2), or at `max_tokens` if lower.
 
@@ -113,6 +113,9 @@ class BertEncoder:
         if pooling.is_file() and not json.loads(pooling.read_text(encoding="utf-8")).get("pooling_mode_mean_tokens"):
             raise EmbedderUnavailable(f"{self.path} does not use mean pooling", hint="use a mean-pooling sentence-transformers model")
         self.heads = int(config["num_attention_heads"])
+        hidden = int(config["hidden_size"])
+        if self.heads < 1 or hidden % self.heads:
+            raise EmbedderUnavailable(f"{self.path}/config.json: hidden_size {hidden} is not a multiple of num_attention_heads {self.heads}", hint="the config does not belong to these weights; fetch the model again")
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         st_config = self.path / "sentence_bert_config.json"
         seq = json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length") if st_config.is_file() else None
@@ -156,6 +159,14 @@ class BertEncoder:
                     )
                 )
         self.dim = self.word.shape[1]
+        expected = {
+            "word embeddings": (self.word.shape[1], hidden), "position embeddings": (self.position.shape[1], hidden),
+            **{f"layer {i} query/key/value": (layer.qkv_w.shape, (hidden, 3 * hidden)) for i, layer in enumerate(self.layers)},
+            **{f"layer {i} feed-forward": (layer.down_w.shape[1], hidden) for i, layer in enumerate(self.layers)},
+        }
+        for what, (got, want) in expected.items():
+            if got != want:
+                raise EmbedderUnavailable(f"{self.path}: {what} have shape {got}, config.json says {want}", hint="the config does not belong to these weights; fetch the model again")
         self.max_tokens = min(self.max_tokens, len(self.position), self.token_limit or len(self.position))
         self.tokenizer.enable_truncation(self.max_tokens)
 
@@ -244,22 +255,29 @@ class Reranker:
         self._lock = threading.Lock()
 
     def similarities(self, query: str, chunks: Sequence[tuple[int, str]]) -> np.ndarray:
-        """Cosine similarity of the query to each (chunk id, text), in order."""
+        """Cosine similarity of the query to each (chunk id, text), in order.
+
+        The query is encoded on its own, so its vector (and the order it gives) does not depend
+        on which chunks happen to be cached. Safe to call from several threads."""
         keys = [(cid, hash(text)) for cid, text in chunks]
         with self._lock:
-            missing = [i for i, key in enumerate(keys) if key not in self._cache]
-        texts = [query] + [chunks[i][1] for i in missing]
-        vectors = self.encoder.embed_batch(texts)
+            known = {key: self._cache[key] for key in keys if key in self._cache}
+        missing = [i for i, key in enumerate(keys) if key not in known]
+        query_vector = self.encoder.embed_batch([query])[0]
+        if missing:
+            fresh = self.encoder.embed_batch([chunks[i][1] for i in missing])
+            known.update((keys[i], vec) for i, vec in zip(missing, fresh))
         with self._lock:
-            for i, vec in zip(missing, vectors[1:]):
-                self._cache[keys[i]] = vec
-            rows = []
             for key in keys:
+                self._cache[key] = known[key]
                 self._cache.move_to_end(key)
-                rows.append(self._cache[key])
             while len(self._cache) > _CACHE_ROWS:
                 self._cache.popitem(last=False)
-        return np.stack(rows) @ vectors[0] if rows else np.zeros(0, dtype=np.float32)
+        if not keys:
+            return np.zeros(0, dtype=np.float32)
+        # Row by row (not a matrix product, whose rounding depends on the number of rows), so a
+        # chunk's score is the same whatever else is rescored with it.
+        return (np.stack([known[key] for key in keys]) * query_vector).sum(axis=1)
 
 
 def rerank_text(row: Any) -> str:
@@ -268,24 +286,18 @@ def rerank_text(row: Any) -> str:
     return "\n".join(part for part in (title, row.section, row.text) if part)
 
 
-_loaded: dict[str, Any] = {}
+_loaded: dict[str, Reranker] = {}
 _loaded_lock = threading.Lock()
 
 
 def load_reranker(name: str, max_tokens: int | None = None) -> Reranker:
     """The reranker for model `name` (a folder, or a model in the cache), reading at most
-    `max_tokens` of each text, loaded once per process. Raises EmbedderUnavailable."""
+    `max_tokens` of each text, loaded once per process. Raises EmbedderUnavailable; a model that
+    failed to load is tried again on the next call (it may have been fetched since)."""
     path = resolve_reranker(name)
     key = f"{path}|{max_tokens}"
     with _loaded_lock:
         found = _loaded.get(key)
-        if isinstance(found, EmbedderUnavailable):
-            raise found
         if found is None:
-            try:
-                found = Reranker(BertEncoder(path, max_tokens))
-            except EmbedderUnavailable as exc:
-                _loaded[key] = exc
-                raise
-            _loaded[key] = found
+            found = _loaded[key] = Reranker(BertEncoder(path, max_tokens))
         return found

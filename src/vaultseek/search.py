@@ -263,7 +263,8 @@ class Searcher:
         """The fused list with its top `rerank_depth` rescored by the reranker, or None (and a
         warning) when the model is unavailable. A rescored result scores
         (1 - w) * fused / best fused + w * (its similarity, min-max scaled over the rescored ones);
-        the rest keep (1 - w) * fused / best fused, below every rescored one."""
+        the rest keep (1 - w) * fused / best fused, below every rescored one (a result outside the
+        first `candidates` of every list is never rescored)."""
         try:
             reranker = self.reranker()
         except EmbedderUnavailable as exc:
@@ -271,7 +272,10 @@ class Searcher:
             warnings.append(f"reranking unavailable ({str(exc).splitlines()[0]}); results are in fused order{hint}")
             return None
         w = self.settings.rerank_weight
-        top = fused[: self.settings.rerank_depth]
+        # Only results within the first `candidates` of some list, so lists read deeper (`eval`,
+        # the per-note deepening) rescore exactly what a `-k 10` search rescores.
+        cut = self.settings.candidates
+        top = [x for x in fused if any(r is not None and r <= cut for r in x.ranks)][: self.settings.rerank_depth]
         rows = self.store.fetch_chunks([x.id for x in top])  # type: ignore[misc]
         scored = [x for x in top if x.id in rows]
         sims = reranker.similarities(text, [(x.id, rerank_text(rows[x.id])) for x in scored])  # type: ignore[index]
@@ -341,7 +345,7 @@ def _floor(scored: list[tuple[int, float]], candidates: int, exhaustive: bool = 
     """The score that normalises to 0 in the convex fusion: the score at rank `candidates`, so a
     deeper list (`-k 300`, as `eval` asks) ranks its top as a `-k 10` search does; 0 for a BM25
     list that holds every match (anything else scores 0 there); else the list's own minimum."""
-    if len(scored) > candidates:
+    if len(scored) >= candidates:
         return scored[candidates - 1][1]
     return 0.0 if exhaustive else None
 
