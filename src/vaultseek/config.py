@@ -59,7 +59,7 @@ class SearchSettings:
     rerank_depth: int = 30  # how many of the fused results the reranker rescores
     rerank_weight: float = 0.5  # the reranker's share of a rescored result's score
     rerank_min_words: int = 3  # rerank only queries of at least this many words (and see rank.reranks)
-    rerank_tokens: int = 256  # tokens of each chunk the reranker reads (128: 2.3x faster, see docs/evaluation.md)
+    rerank_tokens: int = 256  # tokens of each chunk the reranker reads (128: ~2x faster, see docs/evaluation.md)
 
     def __post_init__(self) -> None:
         if self.fusion not in ("convex", "rrf"):

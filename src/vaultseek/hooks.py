@@ -518,7 +518,7 @@ class HookSearch:
         try:
             root = self.store.get_meta("vault_root")
             settings = load_config(Path(root) if root and Path(root).is_dir() else None).search
-            # The reranker costs seconds a prompt on a laptop CPU, beyond what a hook that runs
+            # The reranker costs a second or two a prompt on a laptop CPU, beyond what a hook that runs
             # before every prompt can spend, so it is left out here whatever the config says.
             self.searcher = Searcher(self.store, replace(settings, rerank=""))
         except BaseException:
