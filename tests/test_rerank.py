@@ -277,3 +277,20 @@ def test_deeper_lists_rescore_what_a_k10_search_rescores(tmp_path: Path, embedde
         assert beyond and all(x.terms[-1] == 0 for x in beyond)  # never rescored
     finally:
         store.close()
+
+
+def test_status_reports_the_reranker(index, vault: Path, db_path: Path, capsys, monkeypatch, model_dir: Path) -> None:
+    index()
+    assert cli_main(["status", "--db", str(db_path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["rerank"] is None and data["rerank_available"] is None
+    (vault / ".vaultseek").mkdir(exist_ok=True)
+    (vault / ".vaultseek" / "config.toml").write_text('[search]\nrerank = "all-MiniLM-L6-v2"\n', encoding="utf-8")
+    monkeypatch.setenv("VAULTSEEK_CACHE_DIR", str(model_dir.parent.parent))
+    assert cli_main(["status", "--db", str(db_path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["rerank"] == "all-MiniLM-L6-v2" and data["rerank_available"] is True
+    monkeypatch.setenv("VAULTSEEK_CACHE_DIR", str(db_path.parent / "nothing-here"))
+    assert cli_main(["status", "--db", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    assert "reranker     all-MiniLM-L6-v2: unavailable" in out and "vaultseek fetch-reranker" in out

@@ -264,6 +264,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         vector_ok, vector_reason = False, "the index holds no vectors; run `vaultseek index --full`"
     elif vector_ok and counts["vectors"] < counts["chunks"]:
         log.warning("%d chunks have no vector (the model failed during an index run): run `vaultseek index --full`", counts["chunks"] - counts["vectors"])
+    rerank = config.search.rerank or None
+    rerank_reason = None
+    if rerank:
+        from .rerank import load_reranker
+
+        try:
+            load_reranker(rerank, config.search.rerank_tokens)
+        except EmbedderUnavailable as exc:
+            rerank_reason = str(exc).splitlines()[0] + (f"; {exc.hint}" if exc.hint else "")
     last = store.get_meta("last_indexed_at")
     reasons = store.excluded().values()
     sensitive = sum(1 for r in reasons if r.startswith(("private folder", "marked private")))
@@ -281,6 +290,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         "fingerprint": store.get_meta("fingerprint"),
         "vector_search": vector_ok,
         "vector_search_reason": vector_reason or None,
+        "rerank": rerank,
+        "rerank_available": None if rerank is None else rerank_reason is None,
+        "rerank_reason": rerank_reason,
         "last_indexed_at": float(last) if last else None,
     }
     if args.json:
@@ -295,6 +307,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"model        {model}")
     print(f"fingerprint  {data['fingerprint']}")
     print(f"vectors      {'available' if vector_ok else 'unavailable: ' + vector_reason + ' (search uses BM25 only)'}")
+    if rerank:
+        print(f"reranker     {rerank}: " + ("available" if rerank_reason is None else f"unavailable: {rerank_reason} (results stay in fused order)"))
+    else:
+        print("reranker     off (search.rerank; `search --rerank` for one query)")
     if last:
         print(f"indexed at   {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(float(last)))}")
     return 0
