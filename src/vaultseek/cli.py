@@ -259,7 +259,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         embedder = load_embedder(model)
         embedder.embed_batch(["status check"])
     except EmbedderUnavailable as exc:
-        vector_ok, vector_reason = False, str(exc).splitlines()[0]
+        vector_ok, vector_reason = False, exc.one_line()
     if vector_ok and counts["vectors"] == 0 and counts["chunks"] > 0:
         vector_ok, vector_reason = False, "the index holds no vectors; run `vaultseek index --full`"
     elif vector_ok and counts["vectors"] < counts["chunks"]:
@@ -272,7 +272,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         try:
             load_reranker(rerank, config.search.rerank_tokens)
         except EmbedderUnavailable as exc:
-            rerank_reason = str(exc).splitlines()[0] + (f"; {exc.hint}" if exc.hint else "")
+            rerank_reason = exc.one_line(with_hint=True)
     last = store.get_meta("last_indexed_at")
     reasons = store.excluded().values()
     sensitive = sum(1 for r in reasons if r.startswith(("private folder", "marked private")))

@@ -16,6 +16,13 @@ class VaultseekError(Exception):
         base = super().__str__()
         return f"{base}\n  hint: {self.hint}" if self.hint else base
 
+    def one_line(self, with_hint: bool = False) -> str:
+        """The message's first line (and with `with_hint`, "; " and the hint): for warnings and
+        status lines, where the full text would be too long."""
+        lines = super().__str__().splitlines()
+        first = lines[0] if lines else type(self).__name__
+        return f"{first}; {self.hint}" if with_hint and self.hint else first
+
 
 class UsageError(VaultseekError):
     """Bad arguments or input: a missing vault, an empty query, a bad config value."""

@@ -706,7 +706,7 @@ def explain(searcher: Searcher, vault: Path | None, query: str, note: str, confi
         try:
             scored = searcher.semantic(query, total)
         except EmbedderUnavailable as exc:
-            ex.reasons.append(f"vector search unavailable: {str(exc).splitlines()[0]}")
+            ex.reasons.append(f"vector search unavailable: {exc.one_line()}")
             scored = []
         for r, (i, s) in enumerate(scored, start=1):
             if i in mine:
@@ -865,7 +865,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             try:
                 searcher.reranker()  # figures "with the reranker" must never be figures without it
             except EmbedderUnavailable as exc:
-                raise UsageError(f"cannot evaluate with the reranker: {str(exc).splitlines()[0]}", hint=exc.hint) from None
+                raise UsageError(f"cannot evaluate with the reranker: {exc.one_line()}", hint=exc.hint) from None
         started = time.perf_counter()
         results = run_dataset(searcher, ds, args.mode, to_id, k=args.k, fix_typos=False if args.no_correct else None)
         search_seconds = time.perf_counter() - started

@@ -273,7 +273,7 @@ class VaultService:
             try:
                 self.searcher.embedder().embed_batch(["status"])
             except EmbedderUnavailable as exc:
-                vector_ok, reason = False, str(exc).splitlines()[0]
+                vector_ok, reason = False, exc.one_line()
             last = self.store.get_meta("last_indexed_at")
             return {
                 "vault": str(self.vault) if self.vault else None,

@@ -194,18 +194,24 @@ def factors(facts: NoteFacts, ids: Sequence[int], settings: SearchSettings, now:
     return out
 
 
+def in_candidates(x: Fused, cut: int) -> bool:
+    """Whether a fused result is within the first `cut` of one of its lists. The steps after
+    fusion look only at such results, so a list read deeper (`eval` asks for 300) ranks its top
+    exactly as a `-k 10` search does."""
+    return any(r is not None and r <= cut for r in x.ranks)
+
+
 def note_support(fused: list[Fused], notes: Sequence[int | None], weight: float, max_rank: int) -> list[Fused]:
     """Each result gains `weight` × the score of the best other chunk of its note, and the list is
     re-sorted: of two notes whose best sections score alike, the one with a second matching section
     is the likelier answer. Pure.
 
-    Only results within the first `max_rank` of some list take part (give or get support), so a
-    list read deeper (`eval` asks for 300) ranks its top exactly as a `-k 10` search does. The
-    change is reported as one more term, so the terms still add up to the score.
+    Only results within the first `max_rank` of some list take part (give or get support; see
+    `in_candidates`). The change is reported as one more term, so the terms still add up to the score.
     """
     if weight <= 0 or not fused:
         return fused
-    eligible = [any(r is not None and r <= max_rank for r in x.ranks) for x in fused]
+    eligible = [in_candidates(x, max_rank) for x in fused]
     top_two: dict[int, list[tuple[object, float]]] = {}
     for x, note, ok in zip(fused, notes, eligible):  # `fused` is best first
         if ok and note is not None and len(top_two.setdefault(note, [])) < 2:

@@ -3,20 +3,20 @@
 The first stage (BM25 + static embeddings) is fast because nothing contextual runs at query
 time. This stage runs a small transformer, all-MiniLM-L6-v2 (6 layers, 384 dimensions), over the
 query and the best `rerank_depth` chunks, and mixes its cosine similarity into the fused score.
-It is off by default: on this machine it adds ~0.3-1 s to a query whose chunks it has not seen
-(docs/evaluation.md has the figures), and the model is a separate 90 MB download
+It is off by default: on this machine it adds ~1-1.6 s to a query whose chunks it has not seen
+(docs/benchmarks.md has the figures), and the model is a separate 90 MB download
 (`vaultseek fetch-reranker`), never fetched at run time.
 
 The encoder is a plain numpy BERT forward pass that reads the sentence-transformers folder
-(config.json, model.safetensors, tokenizer.json): no torch. Its vectors equal
-sentence-transformers' to float32 rounding (tests compare them with recorded reference vectors).
+(config.json, model.safetensors, tokenizer.json): no torch. Its vectors are within 3.5e-4 per
+component of sentence-transformers' (GELU in its tanh form; tests compare them with recorded
+reference vectors).
 When the model is missing or cannot load, search keeps the fused order and says why.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 from collections import OrderedDict
@@ -28,8 +28,6 @@ from typing import Any
 import numpy as np
 
 from .errors import EmbedderUnavailable
-
-log = logging.getLogger("vaultseek")
 
 DEFAULT_RERANKER = "all-MiniLM-L6-v2"
 _CACHE_ROWS = 50_000  # chunk vectors kept per process (384 floats each: ~77 MB at most)

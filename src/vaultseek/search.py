@@ -19,7 +19,7 @@ from .errors import EmbedderUnavailable, UsageError
 from .fusion import Fused, fuse
 from .lexical import Lexical, Plan
 from .query import Filters, Query, parse_query, query_terms
-from .rank import NoteFacts, apply_priors, factors, fusion_weights, load_facts, note_support, prior_names, reranks
+from .rank import NoteFacts, apply_priors, factors, fusion_weights, in_candidates, load_facts, note_support, prior_names, reranks
 from .rerank import Reranker, load_reranker, rerank_text
 from .snippet import highlight_spans, make_snippet
 from .store.sqlite import SqliteStore
@@ -96,7 +96,6 @@ class Searcher:
         self.vector_error: str | None = None
         self._facts: NoteFacts | None = None
         self._facts_version: int | None = None
-        self._reranker: Reranker | None = None
 
     # -- the two lists --------------------------------------------------------------------
 
@@ -203,7 +202,7 @@ class Searcher:
                 except EmbedderUnavailable as exc:
                     if mode == "hybrid":
                         lex = self.lex.search(plan, n, where, settings.proximity)
-                    self.vector_error = str(exc).splitlines()[0]
+                    self.vector_error = exc.one_line()
                     msg = f"vector search unavailable ({self.vector_error}); showing keyword (BM25) results only"
                     if mode == "vector":
                         raise EmbedderUnavailable(msg, hint="check `vaultseek status`; use --mode bm25") from None
@@ -254,10 +253,9 @@ class Searcher:
         return Ranking(parsed, plan, mode, names, fused[:k], warnings)
 
     def reranker(self) -> Reranker:
-        """The second-stage model of `settings.rerank`. Raises EmbedderUnavailable."""
-        if self._reranker is None:
-            self._reranker = load_reranker(self.settings.rerank, self.settings.rerank_tokens)
-        return self._reranker
+        """The second-stage model of `settings.rerank` (loaded once per process by `load_reranker`).
+        Raises EmbedderUnavailable."""
+        return load_reranker(self.settings.rerank, self.settings.rerank_tokens)
 
     def _rerank(self, text: str, fused: list[Fused], warnings: list[str]) -> list[Fused] | None:
         """The fused list with its top `rerank_depth` rescored by the reranker, or None (and a
@@ -269,13 +267,12 @@ class Searcher:
             reranker = self.reranker()
         except EmbedderUnavailable as exc:
             hint = f"; {exc.hint}" if exc.hint else ""
-            warnings.append(f"reranking unavailable ({str(exc).splitlines()[0]}); results are in fused order{hint}")
+            warnings.append(f"reranking unavailable ({exc.one_line()}); results are in fused order{hint}")
             return None
         w = self.settings.rerank_weight
-        # Only results within the first `candidates` of some list, so lists read deeper (`eval`,
-        # the per-note deepening) rescore exactly what a `-k 10` search rescores.
-        cut = self.settings.candidates
-        top = [x for x in fused if any(r is not None and r <= cut for r in x.ranks)][: self.settings.rerank_depth]
+        # Only results within the first `candidates` of a list, so lists read deeper (`eval`, the
+        # per-note deepening) rescore exactly what a `-k 10` search rescores.
+        top = [x for x in fused if in_candidates(x, self.settings.candidates)][: self.settings.rerank_depth]
         rows = self.store.fetch_chunks([x.id for x in top])  # type: ignore[misc]
         scored = [x for x in top if x.id in rows]
         sims = reranker.similarities(text, [(x.id, rerank_text(rows[x.id])) for x in scored])  # type: ignore[index]
