@@ -43,6 +43,23 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def index_folder(tmp_path: Path, embedder):
+    """Index any folder into a new index under tmp_path; returns a function giving the open store
+    (closed after the test)."""
+    stores: list[SqliteStore] = []
+
+    def run(folder: Path, config: Config = Config()) -> SqliteStore:
+        store = SqliteStore(tmp_path / f"folder-{len(stores)}.db")
+        stores.append(store)
+        Indexer(folder, store, config, embedder=embedder).run()
+        return store
+
+    yield run
+    for s in stores:
+        s.close()
+
+
+@pytest.fixture
 def index(vault: Path, db_path: Path, embedder):
     """Index `vault` into `db_path`; returns a function that (re-)runs the indexer."""
     stores: list[SqliteStore] = []

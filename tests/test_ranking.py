@@ -8,11 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vaultseek.config import Config, SearchSettings, load_config
+from vaultseek.config import SearchSettings, load_config
 from vaultseek.errors import UsageError
 from vaultseek.evaluate import load_dataset, run_dataset, summarize
 from vaultseek.fusion import Fused
-from vaultseek.indexer import Indexer
 from vaultseek.rank import NoteFacts, apply_priors, backlink_counts, factors, note_support, prior_names
 from vaultseek.search import Searcher
 from vaultseek.store.sqlite import SqliteStore
@@ -77,7 +76,7 @@ def write(root: Path, rel: str, text: str) -> None:
 
 
 @pytest.fixture
-def tag_vault(tmp_path: Path, embedder) -> SqliteStore:
+def tag_vault(tmp_path: Path, index_folder) -> SqliteStore:
     """A map-of-content note that is little more than tags and links, and the note that explains
     the topic: BM25 alone ranks the short one first (short text, query words in its tags)."""
     root = tmp_path / "vault"
@@ -93,10 +92,7 @@ def tag_vault(tmp_path: Path, embedder) -> SqliteStore:
     ))
     write(root, "Kubernetes/Cluster index.md", "---\ntags: [kubernetes, networking, cluster, devops]\n---\n- [[Pod networking]]\n- [[Upgrades]]\n")
     write(root, "Kubernetes/Upgrades.md", "# Upgrades\n\nUpgrade the control plane first, one minor version at a time, then drain and upgrade each node.\n")
-    store = SqliteStore(tmp_path / "index.db")
-    Indexer(root, store, Config(), embedder=embedder).run()
-    yield store
-    store.close()
+    return index_folder(root)
 
 
 def test_short_tag_heavy_note_does_not_outrank_the_deep_note(tag_vault: SqliteStore) -> None:
@@ -218,7 +214,7 @@ def test_keyword_queries_and_their_weights() -> None:
         SearchSettings(keyword_bm25_weight=1.5)
 
 
-def test_eval_depth_equals_search_when_bm25_matches_exactly_the_candidates(tmp_path: Path, embedder) -> None:
+def test_eval_depth_equals_search_when_bm25_matches_exactly_the_candidates(tmp_path: Path, index_folder) -> None:
     """With exactly 30 BM25 matches, a list read 300 deep must be normalised as the 30-deep one
     (note support lifts notes by their second section, so a different floor reorders results)."""
     vault = tmp_path / "v"
@@ -229,14 +225,9 @@ def test_eval_depth_equals_search_when_bm25_matches_exactly_the_candidates(tmp_p
         (vault / f"q{i:02d}.md").write_text(f"# Herd {i}\n\n## Morning\n\n{first}\n\n## Evening\n\n{second}\n", encoding="utf-8")
     for i in range(20):
         (vault / f"o{i:02d}.md").write_text(f"# Field {i}\n\nHorses and donkeys in field {i}, with long manes.\n", encoding="utf-8")
-    store = SqliteStore(tmp_path / "i.db")
-    try:
-        Indexer(vault, store, Config(), embedder=embedder).run()
-        searcher = Searcher(store)
-        assert len(searcher.lexical("quagga", 300)) == 30
-        for mode in ("bm25", "hybrid"):
-            shallow = [x.id for x in searcher.rank("quagga", k=10, per_note=0, mode=mode).fused]
-            deep = [x.id for x in searcher.rank("quagga", k=300, per_note=0, mode=mode).fused][:10]
-            assert deep == shallow, mode
-    finally:
-        store.close()
+    searcher = Searcher(index_folder(vault))
+    assert len(searcher.lexical("quagga", 300)) == 30
+    for mode in ("bm25", "hybrid"):
+        shallow = [x.id for x in searcher.rank("quagga", k=10, per_note=0, mode=mode).fused]
+        deep = [x.id for x in searcher.rank("quagga", k=300, per_note=0, mode=mode).fused][:10]
+        assert deep == shallow, mode

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vaultseek.config import Config, SearchSettings, load_config, with_rerank
+from vaultseek.config import SearchSettings, load_config, with_rerank
 from vaultseek.errors import EmbedderUnavailable, UsageError
 from vaultseek.rerank import DEFAULT_RERANKER, BertEncoder, load_reranker
 from vaultseek.search import Searcher
@@ -83,10 +83,8 @@ def test_rerank_reorders_only_the_rescored_top(index, model_dir: Path) -> None:
     assert all(x.terms[-1] == 0 for x in ranked.fused[5:])
 
 
-def test_rerank_prefers_the_passage_that_answers_over_word_overlap(tmp_path: Path, embedder, model_dir: Path) -> None:
+def test_rerank_prefers_the_passage_that_answers_over_word_overlap(tmp_path: Path, index_folder, model_dir: Path) -> None:
     """BM25 likes the note that repeats the query's words; the reranker reads the one that answers."""
-    from vaultseek.indexer import Indexer
-    from vaultseek.store.sqlite import SqliteStore
 
     vault = tmp_path / "v"
     vault.mkdir()
@@ -100,16 +98,12 @@ def test_rerank_prefers_the_passage_that_answers_over_word_overlap(tmp_path: Pat
         "the printer from overheating, and how to plan the next team lunch.\n",
         encoding="utf-8",
     )
-    store = SqliteStore(tmp_path / "i.db")
-    try:
-        Indexer(vault, store, Config(), embedder=embedder).run()
-        query = "how to stop my car from overheating"
-        plain = Searcher(store).search(query, k=2)
-        reranked = _searcher(store, rerank=str(model_dir), rerank_weight=0.7).search(query, k=2)
-        assert plain.hits[0].path == "Meeting.md"
-        assert reranked.hits[0].path == "Engine.md"
-    finally:
-        store.close()
+    store = index_folder(vault)
+    query = "how to stop my car from overheating"
+    plain = Searcher(store).search(query, k=2)
+    reranked = _searcher(store, rerank=str(model_dir), rerank_weight=0.7).search(query, k=2)
+    assert plain.hits[0].path == "Meeting.md"
+    assert reranked.hits[0].path == "Engine.md"
 
 
 def test_missing_model_keeps_the_fused_order_and_says_so(index, tmp_path: Path) -> None:
@@ -251,11 +245,9 @@ def test_similarities_do_not_depend_on_what_is_cached(model_dir: Path) -> None:
     assert int(np.argmax(cold)) == 2
 
 
-def test_deeper_lists_rescore_what_a_k10_search_rescores(tmp_path: Path, embedder, model_dir: Path) -> None:
+def test_deeper_lists_rescore_what_a_k10_search_rescores(tmp_path: Path, index_folder, model_dir: Path) -> None:
     """`eval` reads 300 deep; with rerank_depth above the 30 candidates, only results within the
     first 30 of a list may be rescored, or eval would measure another ranking than search shows."""
-    from vaultseek.indexer import Indexer
-    from vaultseek.store.sqlite import SqliteStore
 
     vault = tmp_path / "v"
     vault.mkdir()
@@ -263,20 +255,15 @@ def test_deeper_lists_rescore_what_a_k10_search_rescores(tmp_path: Path, embedde
     for i in range(70):
         words = " ".join(["herd"] * (1 + i % 4) + ["river"] * (1 + i % 3))
         (vault / f"n{i:02d}.md").write_text(f"# Note {i}\n\nThe {animals[i % 6]} {words} crossing number {i} near the ford, at dusk.\n", encoding="utf-8")
-    store = SqliteStore(tmp_path / "i.db")
-    try:
-        Indexer(vault, store, Config(), embedder=embedder).run()
-        searcher = _searcher(store, rerank=str(model_dir), rerank_depth=60)
-        query = "a herd crossing the river"
-        assert len(searcher.lexical(query, 300)) > 60
-        shallow = searcher.rank(query, k=10, per_note=0)
-        deep = searcher.rank(query, k=300, per_note=0)
-        assert "rerank" in shallow.names
-        assert [x.id for x in deep.fused][:10] == [x.id for x in shallow.fused]
-        beyond = [x for x in deep.fused if all(r is None or r > 30 for r in x.ranks)]
-        assert beyond and all(x.terms[-1] == 0 for x in beyond)  # never rescored
-    finally:
-        store.close()
+    searcher = _searcher(index_folder(vault), rerank=str(model_dir), rerank_depth=60)
+    query = "a herd crossing the river"
+    assert len(searcher.lexical(query, 300)) > 60
+    shallow = searcher.rank(query, k=10, per_note=0)
+    deep = searcher.rank(query, k=300, per_note=0)
+    assert "rerank" in shallow.names
+    assert [x.id for x in deep.fused][:10] == [x.id for x in shallow.fused]
+    beyond = [x for x in deep.fused if all(r is None or r > 30 for r in x.ranks)]
+    assert beyond and all(x.terms[-1] == 0 for x in beyond)  # never rescored
 
 
 def test_status_reports_the_reranker(index, vault: Path, db_path: Path, capsys, monkeypatch, model_dir: Path) -> None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from .errors import UsageError
+from .errors import EmbedderUnavailable, UsageError
 
 if TYPE_CHECKING:
     from .config import Config
@@ -667,7 +667,6 @@ def _note_status(store: SqliteStore, vault: Path | None, path: str, config: Conf
 
 def explain(searcher: Searcher, vault: Path | None, query: str, note: str, config: Config, mode: str = "hybrid", k: int = 10) -> Explanation:
     """Where the note's best chunk ranks in each list and after fusion, and why it is (not) shown."""
-    from .errors import EmbedderUnavailable
     from .fusion import fuse
     from .query import STOPWORDS, fts_match, query_terms, quote_term
     from .rank import fusion_weights
@@ -860,8 +859,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     try:
         searcher = Searcher(store, with_rerank(config.search, args.rerank))
         if searcher.settings.rerank:
-            from .errors import EmbedderUnavailable
-
             try:
                 searcher.reranker()  # figures "with the reranker" must never be figures without it
             except EmbedderUnavailable as exc:
