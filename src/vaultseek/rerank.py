@@ -95,7 +95,6 @@ class BertEncoder:
                 f"cannot load the reranking model in {self.path}: {exc}",
                 hint="re-run `vaultseek fetch-reranker`, or point search.rerank at a sentence-transformers BERT folder",
             ) from exc
-        self.name = self.path.name
 
     def _read(self) -> None:
         from safetensors import safe_open
@@ -120,8 +119,7 @@ class BertEncoder:
         self.max_tokens = int(seq or config.get("max_position_embeddings", 512))
 
         self.tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(self.max_tokens)
+        self.tokenizer.no_padding()  # truncation is set at the end, once the limit is known
 
         prefix = ""
         with safe_open(str(self.path / "model.safetensors"), framework="np") as t:
